@@ -1,0 +1,26 @@
+"""The one Definitions entry point: assets, checks, jobs, schedules, sensors, resources."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets import ingest
+from pipelines.jobs import jobs
+from pipelines.schedules import schedules
+from pipelines.sensors import sensors
+from pipelines.settings import Settings
+
+
+def build(settings: Settings | None = None) -> dg.Definitions:
+    settings = settings or Settings.from_env()
+    return dg.Definitions(
+        assets=[ingest.raw_traces, ingest.traces],
+        asset_checks=[],
+        jobs=jobs,
+        schedules=schedules,
+        sensors=sensors,
+        resources=settings.resources(),
+    )
+
+
+defs = build()

@@ -1,0 +1,150 @@
+"""What every format module takes and returns.
+
+A format module is a pure function ``normalize(data, source) -> Normalized``:
+decompressed object bytes in, canonical rows out, plus one ``Problem`` per
+record it could not turn into rows. Problems never quote the record: it may
+hold PII. They say where it is and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+import pydantic
+
+# A line longer than this is quarantined rather than parsed: one runaway
+# record must not take a worker's memory with it.
+MAX_RECORD_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Where the bytes came from."""
+
+    uri: str
+    key: str
+    etag: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A record (line set) or the whole object (line None) that could not be ingested."""
+
+    error_class: str
+    message: str
+    line: int | None = None
+    byte_offset: int | None = None
+
+    @property
+    def scope(self) -> str:
+        return "object" if self.line is None else "record"
+
+
+@dataclass
+class Normalized:
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    records_read: int = 0
+
+    @property
+    def records_quarantined(self) -> int:
+        return len({p.line for p in self.problems if p.line is not None})
+
+    @property
+    def records_ingested(self) -> int:
+        return self.records_read - self.records_quarantined
+
+    def extend(self, other: Normalized) -> None:
+        self.calls.extend(other.calls)
+        self.spans.extend(other.spans)
+        self.problems.extend(other.problems)
+        self.records_read += other.records_read
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    line: int
+    byte_offset: int
+    value: Any
+
+
+def json_records(
+    data: bytes, *, lines: bool = False, max_record_bytes: int = MAX_RECORD_BYTES
+) -> Iterator[RawRecord | Problem]:
+    """Records of a JSON document, a JSON array, or JSON Lines.
+
+    With ``lines`` (a ``.jsonl`` key) every non-blank line is a record.
+    Otherwise the object is parsed whole: an array is a list of records, an
+    object is one record, and "extra data" after the first document means it
+    was JSON Lines after all (the Collector's file exporter writes ``.json``
+    files with one request per line). Lines are 1-based; array elements are
+    numbered like lines.
+    """
+    if not lines:
+        if len(data) > max_record_bytes and not data.lstrip().startswith(b"["):
+            lines = True
+        else:
+            try:
+                value = json.loads(data)
+            except json.JSONDecodeError as e:
+                if e.msg != "Extra data":
+                    yield Problem("invalid_json", f"expected a JSON document: {_json_reason(e)}")
+                    return
+                lines = True
+            except UnicodeDecodeError as e:
+                yield Problem("invalid_json", f"expected UTF-8 JSON: {_json_reason(e)}")
+                return
+            else:
+                values = value if isinstance(value, list) else [value]
+                for i, item in enumerate(values, start=1):
+                    yield RawRecord(i, 0, item)
+                return
+    offset = 0
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        start = offset
+        offset += len(line) + 1
+        if not line.strip():
+            continue
+        if len(line) > max_record_bytes:
+            yield Problem(
+                "oversized_record", f"line is {len(line)} bytes; the limit is {max_record_bytes}", number, start
+            )
+            continue
+        try:
+            yield RawRecord(number, start, json.loads(line))
+        except (ValueError, UnicodeDecodeError) as e:
+            yield Problem("invalid_json", f"expected one JSON object per line: {_json_reason(e)}", number, start)
+
+
+def _json_reason(error: Exception) -> str:
+    # json's messages name a position, never the content; unicode errors name a byte
+    if isinstance(error, json.JSONDecodeError):
+        return f"{error.msg} at line {error.lineno} column {error.colno}"
+    if isinstance(error, UnicodeDecodeError):
+        return f"invalid UTF-8 at byte {error.start}"
+    return type(error).__name__
+
+
+def validation_message(error: pydantic.ValidationError, limit: int = 3) -> str:
+    """A pydantic error without the offending values (they may be PII)."""
+    parts = []
+    for item in error.errors(include_input=False, include_url=False)[:limit]:
+        loc = ".".join(str(p) for p in item["loc"]) or "(record)"
+        parts.append(f"{loc}: {item['msg']}")
+    more = error.error_count() - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+def _as_utc(value: datetime) -> datetime:
+    # zone-less timestamps are UTC by convention (Langfuse, many loggers)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, pydantic.AfterValidator(_as_utc)]

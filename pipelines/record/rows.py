@@ -1,0 +1,133 @@
+"""Building `calls` and `spans` rows: defaults for every column, derived ids,
+hashes and capture flags. Format modules fill what their source has and call
+``finalize_call`` / ``finalize_span``; nothing else computes these columns."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pipelines.record import canonical
+from pipelines.record.capture import context_complete, missing_capture_items
+from pipelines.record.schema import CALLS, SCHEMA_VERSION, SPANS
+
+# Columns that describe where and when a row was loaded, not what it says.
+BOOKKEEPING = ("ingested_at", "source_etag", "record_sha256", "source_uri", "source_line")
+
+
+class RecordError(Exception):
+    """A record that cannot become rows. The message must not quote the
+    record (it may hold PII): it says what is missing or what was expected."""
+
+    def __init__(self, error_class: str, message: str):
+        super().__init__(message)
+        self.error_class = error_class
+        self.message = message
+
+
+def _require(row: Mapping[str, Any], kind: str) -> None:
+    for name in ("source_format", "trace_id", "span_id", "occurred_at"):
+        if not row.get(name):
+            raise RecordError("missing_field", f"{kind} has no {name}")
+
+
+def _blank(schema) -> dict[str, Any]:
+    return {name: None for name in schema.names}
+
+
+def new_call(**fields: Any) -> dict[str, Any]:
+    row = _blank(CALLS)
+    unknown = set(fields) - set(row)
+    if unknown:
+        raise KeyError(f"not columns of calls: {sorted(unknown)}")
+    row.update(fields)
+    return row
+
+
+def new_span(**fields: Any) -> dict[str, Any]:
+    row = _blank(SPANS)
+    unknown = set(fields) - set(row)
+    if unknown:
+        raise KeyError(f"not columns of spans: {sorted(unknown)}")
+    row.update(fields)
+    return row
+
+
+def _ms_between(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return (end - start).total_seconds() * 1000.0
+
+
+def _request(call: Mapping[str, Any]) -> dict[str, Any] | None:
+    raw = call.get("request_json")
+    return json.loads(raw) if raw else None
+
+
+def finalize_call(call: dict[str, Any], block_tokens: Mapping[str, int] | None = None) -> dict[str, Any]:
+    """Derive ids, dates, hashes and capture flags. Mutates and returns ``call``."""
+    _require(call, "call")
+    call["call_id"] = canonical.call_id(call["source_format"], call["trace_id"], call["span_id"])
+    call["schema_version"] = SCHEMA_VERSION
+    call["occurred_date"] = call["occurred_at"].date()
+    if call.get("latency_ms") is None:
+        call["latency_ms"] = _ms_between(call.get("occurred_at"), call.get("ended_at"))
+    request = _request(call)
+    if request is not None:
+        call["request_sha256"] = canonical.request_sha256(request)
+        if call.get("block_hashes") is None:
+            docs = (call.get("retrieval") or {}).get("documents") or []
+            call["block_hashes"] = canonical.block_hashes(
+                request, [(d["doc_id"], d.get("text")) for d in docs], block_tokens
+            )
+    recorded = call.get("rendered_request_sha256")
+    if recorded and call.get("request_sha256"):
+        call["request_hash_matches"] = recorded == call["request_sha256"]
+    if call.get("content_captured") is None:
+        call["content_captured"] = bool(call.get("messages"))
+    call["truncated"] = bool(call.get("truncated"))
+    call["context_complete"] = context_complete(call)
+    call["capture_missing"] = missing_capture_items(call)
+    call["record_sha256"] = canonical.record_sha256(call, BOOKKEEPING)
+    return call
+
+
+def finalize_span(span: dict[str, Any]) -> dict[str, Any]:
+    _require(span, "span")
+    span["span_key"] = canonical.call_id(span["source_format"], span["trace_id"], span["span_id"])
+    span["occurred_date"] = span["occurred_at"].date()
+    if span.get("duration_ms") is None:
+        span["duration_ms"] = _ms_between(span.get("occurred_at"), span.get("ended_at"))
+    span["record_sha256"] = canonical.record_sha256(span, BOOKKEEPING)
+    return span
+
+
+def span_for_call(call: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+    """The `spans` row of an LLM call, so every call is also a span."""
+    usage = call.get("usage") or {}
+    return finalize_span(
+        new_span(
+            trace_id=call["trace_id"],
+            span_id=call["span_id"],
+            parent_span_id=call.get("parent_span_id"),
+            session_id=call.get("session_id"),
+            user_id=call.get("user_id"),
+            call_id=call["call_id"],
+            source_format=call["source_format"],
+            source_uri=call.get("source_uri"),
+            source_etag=call.get("source_etag"),
+            source_line=call.get("source_line"),
+            kind="llm_call",
+            name=f"chat {call.get('request_model') or ''}".strip(),
+            occurred_at=call.get("occurred_at"),
+            ended_at=call.get("ended_at"),
+            duration_ms=call.get("latency_ms"),
+            status=call.get("status"),
+            input_tokens=usage.get("input_tokens"),
+            output_tokens=usage.get("output_tokens"),
+            cost_usd=usage.get("cost_usd"),
+            **fields,
+        )
+    )

@@ -1,0 +1,334 @@
+"""Arrow schemas for every tracelake table, declared once.
+
+Timestamps are ``timestamp("us", "UTC")`` (delta-rs writes naive timestamps as
+``timestampNtz``, which older Spark and Trino refuse). Arbitrary JSON is stored
+as JSON text, because Arrow has no "any" type. Strings that can be long (text a
+user or a model wrote) are ``large_string`` so that polars round-trips them
+without a cast.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1"
+
+TS = pa.timestamp("us", tz="UTC")
+JSON = pa.large_string()
+TEXT = pa.large_string()
+
+# A content part of a message: text, tool_call, tool_result, thinking, image, or
+# anything else (kept verbatim in native_json so nothing a source sent is lost).
+PART = pa.struct(
+    [
+        ("type", pa.string()),
+        ("text", TEXT),
+        ("tool_call_id", pa.string()),
+        ("tool_name", pa.string()),
+        ("arguments_json", JSON),
+        ("content_json", JSON),
+        ("is_error", pa.bool_()),
+        ("native_json", JSON),
+    ]
+)
+MESSAGE = pa.struct([("role", pa.string()), ("name", pa.string()), ("parts", pa.list_(PART))])
+TOOL_DEFINITION = pa.struct(
+    [
+        ("name", pa.string()),
+        ("description", TEXT),
+        ("schema_json", JSON),
+        ("native_json", JSON),
+    ]
+)
+PARAMS = pa.struct(
+    [
+        ("max_tokens", pa.int64()),
+        ("temperature", pa.float64()),
+        ("top_p", pa.float64()),
+        ("top_k", pa.int64()),
+        ("seed", pa.int64()),
+        ("stop_sequences", pa.list_(pa.string())),
+    ]
+)
+DOCUMENT = pa.struct(
+    [
+        ("doc_id", pa.string()),
+        ("rank", pa.int32()),
+        ("score", pa.float64()),
+        ("text", TEXT),
+        ("text_sha256", pa.string()),
+        ("tokens", pa.int64()),
+    ]
+)
+RETRIEVAL = pa.struct(
+    [
+        ("embedding_model", pa.string()),
+        ("index_snapshot", pa.string()),
+        ("query_text", TEXT),
+        ("documents", pa.list_(DOCUMENT)),
+    ]
+)
+TOOL_EXECUTION = pa.struct(
+    [
+        ("span_id", pa.string()),
+        ("tool_call_id", pa.string()),
+        ("name", pa.string()),
+        ("arguments_json", JSON),
+        ("result_json", JSON),
+        ("is_error", pa.bool_()),
+        ("started_at", TS),
+        ("ended_at", TS),
+    ]
+)
+USAGE = pa.struct(
+    [
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("cache_read_input_tokens", pa.int64()),
+        ("cache_write_input_tokens", pa.int64()),
+        ("total_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+    ]
+)
+FEEDBACK = pa.struct(
+    [
+        ("source", pa.string()),
+        ("name", pa.string()),
+        ("value_number", pa.float64()),
+        ("value_string", pa.string()),
+        ("comment", TEXT),
+        ("created_at", TS),
+    ]
+)
+# One hash per request block ("system", "messages[3]", "tools", "params",
+# "model", "document:<doc_id>"); see record/canonical.py.
+BLOCK_HASH = pa.struct([("block", pa.string()), ("sha256", pa.string()), ("tokens", pa.int64())])
+
+CAPTURE_ITEMS = (
+    "input",
+    "prompt_version",
+    "model_params",
+    "tool_results",
+    "intermediate_observations",
+    "output_finish_reason",
+    "seed",
+    "timestamp_response_id",
+)
+
+CALLS = pa.schema(
+    [
+        # identity and provenance
+        ("call_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("span_id", pa.string()),
+        ("parent_span_id", pa.string()),
+        ("session_id", pa.string()),
+        ("conversation_id", pa.string()),
+        ("user_id", pa.string()),
+        ("source_format", pa.string()),
+        ("source_uri", pa.string()),
+        ("source_etag", pa.string()),
+        ("source_line", pa.int64()),
+        ("ingested_at", TS),
+        ("schema_version", pa.string()),
+        ("record_sha256", pa.string()),
+        # time
+        ("occurred_at", TS),
+        ("ended_at", TS),
+        ("first_token_at", TS),
+        ("occurred_date", pa.date32()),
+        ("latency_ms", pa.float64()),
+        # application
+        ("service", pa.string()),
+        ("environment", pa.string()),
+        ("release", pa.string()),
+        ("tags", pa.list_(pa.string())),
+        ("segment", pa.map_(pa.string(), pa.string())),
+        # prompt ingredients
+        ("template_id", pa.string()),
+        ("template_version", pa.string()),
+        ("template_label", pa.string()),
+        ("template_variables_json", JSON),
+        # model
+        ("provider", pa.string()),
+        ("request_model", pa.string()),
+        # the application-level alias request_model was resolved from, if any
+        ("model_alias", pa.string()),
+        ("response_model", pa.string()),
+        ("endpoint", pa.string()),
+        # params
+        ("params", PARAMS),
+        ("params_extra_json", JSON),
+        # request
+        ("system_text", TEXT),
+        ("messages", pa.list_(MESSAGE)),
+        ("tool_definitions", pa.list_(TOOL_DEFINITION)),
+        ("request_json", JSON),
+        # retrieval and tools around the call
+        ("retrieval", RETRIEVAL),
+        ("tool_executions", pa.list_(TOOL_EXECUTION)),
+        # response
+        ("output_text", TEXT),
+        ("output_messages", pa.list_(MESSAGE)),
+        ("finish_reason", pa.string()),
+        ("stop_reason_native", pa.string()),
+        ("response_id", pa.string()),
+        ("provider_request_id", pa.string()),
+        ("previous_response_id", pa.string()),
+        # usage
+        ("usage", USAGE),
+        # outcome
+        ("status", pa.string()),
+        ("error_type", pa.string()),
+        ("error_message", TEXT),
+        ("feedback", pa.list_(FEEDBACK)),
+        ("eval_score", pa.float64()),
+        ("escalated", pa.bool_()),
+        ("guardrail_hit", pa.bool_()),
+        ("flags", pa.list_(pa.string())),
+        # hashing
+        ("rendered_request_sha256", pa.string()),
+        ("rendered_request_uri", pa.string()),
+        ("request_sha256", pa.string()),
+        ("request_hash_matches", pa.bool_()),
+        ("block_hashes", pa.list_(BLOCK_HASH)),
+        # capture quality: the replayability of the call
+        ("context_complete", pa.bool_()),
+        ("content_captured", pa.bool_()),
+        ("truncated", pa.bool_()),
+        ("capture_missing", pa.list_(pa.string())),
+        # anything a source sent that has no column above, as JSON
+        ("extra_json", JSON),
+    ]
+)
+
+SPANS = pa.schema(
+    [
+        ("span_key", pa.string()),
+        ("trace_id", pa.string()),
+        ("span_id", pa.string()),
+        ("parent_span_id", pa.string()),
+        ("session_id", pa.string()),
+        ("user_id", pa.string()),
+        ("call_id", pa.string()),
+        ("source_format", pa.string()),
+        ("source_uri", pa.string()),
+        ("source_etag", pa.string()),
+        ("source_line", pa.int64()),
+        ("ingested_at", TS),
+        ("record_sha256", pa.string()),
+        # llm_call, tool, retrieval, think, state, session_start, session_end, check, other
+        ("kind", pa.string()),
+        ("name", pa.string()),
+        ("step_index", pa.int64()),
+        ("occurred_at", TS),
+        ("ended_at", TS),
+        ("occurred_date", pa.date32()),
+        ("duration_ms", pa.float64()),
+        ("status", pa.string()),
+        ("tool_name", pa.string()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("attributes_json", JSON),
+    ]
+)
+
+TRACES = pa.schema(
+    [
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("user_id", pa.string()),
+        ("source_format", pa.string()),
+        ("service", pa.string()),
+        ("environment", pa.string()),
+        ("segment", pa.map_(pa.string(), pa.string())),
+        ("started_at", TS),
+        ("ended_at", TS),
+        ("occurred_date", pa.date32()),
+        ("duration_ms", pa.float64()),
+        ("call_count", pa.int64()),
+        ("span_count", pa.int64()),
+        ("step_count", pa.int64()),
+        ("tool_call_count", pa.int64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("total_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("models", pa.list_(pa.string())),
+        ("error_count", pa.int64()),
+        # the session's own verdict where a source gives one (session.end), else derived
+        ("outcome", pa.string()),
+        ("negative_feedback", pa.bool_()),
+        ("escalated", pa.bool_()),
+        ("record_sha256", pa.string()),
+        ("rolled_up_at", TS),
+    ]
+)
+
+INGEST_LOG = pa.schema(
+    [
+        ("source_key", pa.string()),
+        ("etag", pa.string()),
+        ("source_uri", pa.string()),
+        ("size_bytes", pa.int64()),
+        ("last_modified", TS),
+        ("partition_date", pa.date32()),
+        ("source_format", pa.string()),
+        ("records_read", pa.int64()),
+        ("records_ingested", pa.int64()),
+        ("records_quarantined", pa.int64()),
+        ("calls", pa.int64()),
+        ("spans", pa.int64()),
+        # ok: every record ingested; partial: some quarantined; failed: object unreadable
+        ("status", pa.string()),
+        ("run_id", pa.string()),
+        ("ingested_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+QUARANTINE = pa.schema(
+    [
+        ("quarantine_id", pa.string()),
+        ("source_key", pa.string()),
+        ("source_uri", pa.string()),
+        ("etag", pa.string()),
+        # 1-based line for line-oriented objects; null when the whole object failed
+        ("line", pa.int64()),
+        ("byte_offset", pa.int64()),
+        # object: the object as a whole could not be read; record: one record in it
+        ("scope", pa.string()),
+        ("source_format", pa.string()),
+        ("error_class", pa.string()),
+        # says what was expected; never quotes the record (it may hold PII)
+        ("message", pa.string()),
+        ("run_id", pa.string()),
+        ("ingested_at", TS),
+        ("ingested_date", pa.date32()),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "calls": CALLS,
+    "spans": SPANS,
+    "traces": TRACES,
+    "ingest_log": INGEST_LOG,
+    "quarantine": QUARANTINE,
+}
+
+# Merge keys and Delta partition columns per table.
+KEYS: dict[str, tuple[str, ...]] = {
+    "calls": ("call_id",),
+    "spans": ("span_key",),
+    "traces": ("trace_id",),
+    "ingest_log": ("source_key", "etag"),
+    "quarantine": ("quarantine_id",),
+}
+PARTITIONS: dict[str, tuple[str, ...]] = {
+    "calls": ("occurred_date",),
+    "spans": ("occurred_date",),
+    "traces": ("occurred_date",),
+    "ingest_log": (),
+    "quarantine": ("ingested_date",),
+}

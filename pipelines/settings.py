@@ -1,0 +1,84 @@
+"""The only reader of environment variables: builds the resources for local or prod.
+
+With nothing set, everything runs on local folders under ``.tracelake/``:
+the raw source in ``.tracelake/source`` and the Delta tables in
+``.tracelake/warehouse``. Point ``TRACELAKE_SOURCE`` / ``TRACELAKE_WAREHOUSE``
+at ``s3://bucket/prefix`` to run against object storage; the standard
+``AWS_*`` variables (``AWS_ENDPOINT_URL`` for S3-compatible stores) apply.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
+from pipelines.resources.warehouse import Warehouse
+
+HOME = Path(".tracelake")
+
+
+def _env(name: str, default: str | None = None) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or default
+
+
+def parse_overrides(text: str | None) -> dict[str, str]:
+    """``TRACELAKE_FORMATS="otel/=otel_json,agents/=agent_events"`` -> {prefix: format}."""
+    overrides = {}
+    for item in (text or "").split(","):
+        if not item.strip():
+            continue
+        prefix, sep, fmt = item.partition("=")
+        if not sep or not fmt.strip():
+            raise ValueError(f"TRACELAKE_FORMATS item {item!r} should look like 'prefix/=format'")
+        overrides[prefix.strip()] = fmt.strip()
+    return overrides
+
+
+@dataclass(frozen=True)
+class Settings:
+    source_uri: str
+    warehouse_uri: str
+    layouts: tuple[str, ...]
+    format_overrides: dict[str, str]
+    endpoint_url: str | None
+    region: str | None
+    access_key_id: str | None
+    secret_access_key: str | None
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        layouts = _env("TRACELAKE_LAYOUTS")
+        return cls(
+            source_uri=_env("TRACELAKE_SOURCE", str(HOME / "source")),
+            warehouse_uri=_env("TRACELAKE_WAREHOUSE", str(HOME / "warehouse")),
+            layouts=tuple(layouts.split(",")) if layouts else DEFAULT_LAYOUTS,
+            format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
+            endpoint_url=_env("AWS_ENDPOINT_URL"),
+            region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION")),
+            access_key_id=_env("AWS_ACCESS_KEY_ID"),
+            secret_access_key=_env("AWS_SECRET_ACCESS_KEY"),
+        )
+
+    def object_store(self) -> ObjectStore:
+        return ObjectStore(
+            uri=self.source_uri,
+            layouts=list(self.layouts),
+            format_overrides=self.format_overrides,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+        )
+
+    def warehouse(self) -> Warehouse:
+        return Warehouse(
+            uri=self.warehouse_uri,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
+        )
+
+    def resources(self) -> dict[str, object]:
+        return {"source": self.object_store(), "warehouse": self.warehouse()}
