@@ -29,14 +29,13 @@ from pipelines.formats.base import (
     Normalized,
     Problem,
     RawRecord,
-    RecordError,
     SourceRef,
     UtcDatetime,
     json_records,
     validation_message,
 )
 from pipelines.record.canonical import canonical_json
-from pipelines.record.rows import finalize_span, new_span, span_for_call
+from pipelines.record.rows import RecordError, finalize_span, new_span, span_for_call
 
 FORMAT = "agent_events"
 

@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from pipelines.formats.base import (
     Normalized,
     Problem,
-    RecordError,
     SourceRef,
     UtcDatetime,
     json_records,
@@ -27,7 +26,7 @@ from pipelines.formats.base import (
 )
 from pipelines.record.anthropic_shape import request_columns, response_columns, usage_row
 from pipelines.record.canonical import canonical_json, sha256_hex
-from pipelines.record.rows import finalize_call, new_call, span_for_call
+from pipelines.record.rows import RecordError, finalize_call, new_call, span_for_call
 
 FORMAT = "frozen_call"
 FORMAT_TAG = "tracelake.frozen_call"
