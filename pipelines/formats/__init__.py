@@ -10,12 +10,13 @@ import json
 from collections.abc import Mapping
 from types import ModuleType
 
-from pipelines.formats import agent_events, frozen_call
+from pipelines.formats import agent_events, frozen_call, otlp_json
 from pipelines.formats.base import Normalized, Problem, SourceRef
 
 FORMATS: dict[str, ModuleType] = {
     frozen_call.FORMAT: frozen_call,
     agent_events.FORMAT: agent_events,
+    otlp_json.FORMAT: otlp_json,
 }
 LINE_SUFFIXES = (".jsonl", ".ndjson")
 COMPRESSION_SUFFIXES = (".gz", ".zst")

@@ -44,12 +44,35 @@ class Problem:
         return "object" if self.line is None else "record"
 
 
+@dataclass(frozen=True)
+class Fragment:
+    """A piece of a call that can sit in another object than the call's span:
+    log events carrying its content, a tool execution or retrieval around it,
+    feedback on it. The batch assembly (formats/assembly.py) joins fragments
+    onto their calls; what finds no call in the batch is matched against the
+    calls already in the warehouse.
+
+    ``kind`` is content | tool_execution | retrieval | feedback. ``span_id``
+    names the target call's span (content, feedback); it is None for
+    trace-level feedback and for tool executions and retrievals, which are
+    placed by ``parent_span_id``, time and tool call id.
+    """
+
+    kind: str
+    trace_id: str
+    span_id: str | None
+    payload: dict[str, Any]
+    parent_span_id: str | None = None
+    at: datetime | None = None
+
+
 @dataclass
 class Normalized:
     calls: list[dict[str, Any]] = field(default_factory=list)
     spans: list[dict[str, Any]] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     records_read: int = 0
+    fragments: list[Fragment] = field(default_factory=list)
 
     @property
     def records_quarantined(self) -> int:
@@ -64,6 +87,7 @@ class Normalized:
         self.spans.extend(other.spans)
         self.problems.extend(other.problems)
         self.records_read += other.records_read
+        self.fragments.extend(other.fragments)
 
 
 @dataclass(frozen=True)

@@ -170,7 +170,12 @@ class FrozenCallV1(BaseModel):
 
 
 def json_schema() -> dict[str, Any]:
-    return FrozenCallV1.model_json_schema()
+    """The published JSON Schema (draft 2020-12) of a frozen-call v1 document."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://tracelake.dev/schemas/frozen_call_v1.schema.json",
+        **FrozenCallV1.model_json_schema(),
+    }
 
 
 def _json_or_none(value: Any) -> str | None:

@@ -98,6 +98,10 @@ FEEDBACK = pa.struct(
         ("value_string", pa.string()),
         ("comment", TEXT),
         ("created_at", TS),
+        # the source's id of the score or feedback item: merging it again is a no-op
+        ("id", pa.string()),
+        # call, trace or session: what the source attached it to
+        ("target_level", pa.string()),
     ]
 )
 # One hash per request block ("system", "messages[3]", "tools", "params",
@@ -199,6 +203,9 @@ CALLS = pa.schema(
         ("capture_missing", pa.list_(pa.string())),
         # anything a source sent that has no column above, as JSON
         ("extra_json", JSON),
+        # the library that recorded the call ("name/version": an OpenTelemetry
+        # instrumentation scope, an SDK), where a source says
+        ("instrumentation_scope", pa.string()),
     ]
 )
 
