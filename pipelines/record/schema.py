@@ -316,12 +316,89 @@ QUARANTINE = pa.schema(
     ]
 )
 
+# One retention decision per call (pipelines/retention). The segment columns
+# are copied from the call so that coverage and reweighting need no join; an
+# absent value is "unknown", never null, because nulls never match in a merge key.
+RETENTION = pa.schema(
+    [
+        ("call_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("occurred_date", pa.date32()),
+        ("service", pa.string()),
+        ("user_tier", pa.string()),
+        ("language", pa.string()),
+        ("input_bucket", pa.string()),
+        # full: every byte kept past the hot window; ingredients: text swept, ingredients and hashes kept
+        ("tier", pa.string()),
+        # every rule that matched: own rules, "trace:<rule>" when another call of the trace matched, or "sampled"
+        ("reasons", pa.list_(pa.string())),
+        # probability that this call is kept in full: 1.0 when a rule keeps it, else its trace's sampling rate
+        ("keep_probability", pa.float64()),
+        ("sampling_rate", pa.float64()),
+        ("policy_version", pa.string()),
+        ("policy_sha256", pa.string()),
+        ("decided_at", TS),
+        # when the sweep removed this call's full text (null: not swept)
+        ("swept_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+# Per segment (service x user tier x language x input-length bucket) over a window of days.
+RETENTION_COVERAGE = pa.schema(
+    [
+        ("window_end", pa.date32()),
+        ("window_start", pa.date32()),
+        ("segment_key", pa.string()),
+        ("service", pa.string()),
+        ("user_tier", pa.string()),
+        ("language", pa.string()),
+        ("input_bucket", pa.string()),
+        ("calls_seen", pa.int64()),
+        ("kept_full", pa.int64()),
+        ("kept_by_rule", pa.int64()),
+        ("kept_by_sampling", pa.int64()),
+        ("mean_sampling_rate", pa.float64()),
+        # rule-kept calls plus the sampling rate summed over the rest: what "kept_full" should be near
+        ("expected_full", pa.float64()),
+        # Horvitz-Thompson estimate of calls_seen from the full-kept calls alone (sum of 1/keep_probability)
+        ("estimated_calls", pa.float64()),
+        # no call of the segment kept in full in the window
+        ("uncovered", pa.bool_()),
+        ("policy_version", pa.string()),
+        ("computed_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+# One row per `tracelake forget`: no personal data, only a keyed hash of the user id.
+ERASURE_LOG = pa.schema(
+    [
+        ("erasure_id", pa.string()),
+        # HMAC-SHA256 of the user id under the operator's erasure key
+        ("subject_hash", pa.string()),
+        ("hash_scheme", pa.string()),
+        # who asked: a ticket or request reference, not the data subject
+        ("requested_by", pa.string()),
+        ("requested_at", TS),
+        ("completed_at", TS),
+        ("rows_deleted", pa.list_(pa.struct([("table", pa.string()), ("rows", pa.int64())]))),
+        ("total_rows_deleted", pa.int64()),
+        ("files_removed", pa.int64()),
+        # rows of the user still readable after the erasure (should be 0)
+        ("rows_remaining", pa.int64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "calls": CALLS,
     "spans": SPANS,
     "traces": TRACES,
     "ingest_log": INGEST_LOG,
     "quarantine": QUARANTINE,
+    "retention": RETENTION,
+    "retention_coverage": RETENTION_COVERAGE,
+    "erasure_log": ERASURE_LOG,
 }
 
 # Merge keys and Delta partition columns per table.
@@ -331,6 +408,9 @@ KEYS: dict[str, tuple[str, ...]] = {
     "traces": ("trace_id",),
     "ingest_log": ("source_key", "etag"),
     "quarantine": ("quarantine_id",),
+    "retention": ("call_id",),
+    "retention_coverage": ("window_end", "segment_key"),
+    "erasure_log": ("erasure_id",),
 }
 PARTITIONS: dict[str, tuple[str, ...]] = {
     "calls": ("occurred_date",),
@@ -338,4 +418,7 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "traces": ("occurred_date",),
     "ingest_log": (),
     "quarantine": ("ingested_date",),
+    "retention": ("occurred_date",),
+    "retention_coverage": ("window_end",),
+    "erasure_log": (),
 }
