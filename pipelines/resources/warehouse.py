@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, TypeVar
 
 import dagster as dg
 import polars as pl
@@ -26,6 +26,9 @@ from pydantic import Field
 from pipelines.record.schema import KEYS, PARTITIONS, TABLES
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+# Delta's default log retention, restored after ``Warehouse.vacuum`` drops the history
+DEFAULT_LOG_RETENTION = "interval 30 days"
 
 
 @dataclass(frozen=True)
@@ -190,3 +193,104 @@ class Warehouse(dg.ConfigurableResource):
             deleted=metrics.get("num_target_rows_deleted", 0),
             committed=after != before,
         )
+
+    # Maintenance: the retention sweep and erasure use these to remove bytes, not only rows.
+
+    def _retrying(self, name: str, action: Callable[[DeltaTable], T]) -> T | None:
+        """``action`` on a freshly loaded table, again on a commit conflict; None when the table does not exist."""
+        for attempt in range(1, self.max_commit_attempts + 1):
+            table = self.table(name)
+            if table is None:
+                return None
+            try:
+                return action(table)
+            except CommitFailedError:
+                if attempt == self.max_commit_attempts:
+                    raise
+                delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
+                log.info("commit conflict on %s (attempt %d); retrying in %.2fs", name, attempt, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def delete(self, name: str, predicate: str) -> int:
+        """Delete the rows matching a SQL ``predicate``; returns how many. The
+        files that held them stay on disk until ``vacuum``."""
+        metrics = self._retrying(name, lambda table: table.delete(predicate))
+        return 0 if metrics is None else int(metrics.get("num_deleted_rows", 0))
+
+    def rewrite(
+        self,
+        name: str,
+        rows: Sequence[dict[str, Any]] | pa.Table | pl.DataFrame,
+        *,
+        partitions: Iterable[Any] | None = None,
+    ) -> MergeResult:
+        """Replace existing rows, matched by key, with new versions of them; never inserts.
+
+        A row is replaced only while its ``record_sha256`` is still the one in
+        ``rows``: if a re-ingest changed the row since it was read, the newer
+        row wins and is left for the next run.
+        """
+        data = to_arrow(name, rows)
+        if data.num_rows == 0:
+            return MergeResult(name, self.version(name), 0)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
+        if partitions is not None and PARTITIONS[name]:
+            predicate += " AND " + in_list(f"t.{PARTITIONS[name][0]}", partitions)
+        guard = "t.record_sha256 = s.record_sha256" if "record_sha256" in data.schema.names else None
+
+        def once(table: DeltaTable) -> MergeResult:
+            before = table.version()
+            merger = table.merge(data, predicate=predicate, source_alias="s", target_alias="t")
+            metrics = merger.when_matched_update_all(predicate=guard).execute()
+            after = table.version()
+            updated = metrics.get("num_target_rows_updated", 0)
+            return MergeResult(name, after, data.num_rows, updated=updated, committed=after != before)
+
+        return self._retrying(name, once) or MergeResult(name, None, data.num_rows)
+
+    def compact(self, name: str, partitions: Iterable[Any] | None = None) -> int:
+        """Merge small files (of the given partitions); returns files removed.
+        The replaced files stay on disk until ``vacuum``."""
+        filters = None
+        if partitions is not None and PARTITIONS[name]:
+            values = sorted({v.isoformat() if isinstance(v, date) else str(v) for v in partitions})
+            if not values:
+                return 0
+            filters = [(PARTITIONS[name][0], "in", values)]
+        metrics = self._retrying(name, lambda table: table.optimize.compact(partition_filters=filters))
+        return 0 if metrics is None else int(metrics.get("numFilesRemoved", 0))
+
+    def vacuum(self, name: str, *, orphan_grace_hours: int = 1) -> int:
+        """Really remove what deletes and rewrites left behind; returns files removed.
+
+        Three steps: every file no longer in the table goes now (a plain
+        vacuum with zero retention); files the log never referenced (left by
+        failed writes) go too (``full=True``), once older than
+        ``orphan_grace_hours``, because a younger one may belong to a writer
+        that has not committed yet; and the log history is dropped, because
+        old commits keep min/max column statistics and delete predicates,
+        which can quote the very values removed. Time travel to earlier
+        versions is gone afterwards, as after any vacuum.
+        """
+
+        def once(table: DeltaTable) -> list[str]:
+            removed = table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+            removed += table.vacuum(
+                retention_hours=orphan_grace_hours, enforce_retention_duration=False, dry_run=False, full=True
+            )
+            return removed
+
+        removed = self._retrying(name, once)
+        if removed is None:
+            return 0
+        self._retrying(name, self._drop_history)
+        return len({path.rsplit("/", 1)[-1] for path in removed})
+
+    def _drop_history(self, table: DeltaTable) -> None:
+        """Checkpoint at the latest version and delete every older log file."""
+        previous = table.metadata().configuration.get("delta.logRetentionDuration")
+        table.alter.set_table_properties({"delta.logRetentionDuration": "interval 0 seconds"})
+        table.create_checkpoint()
+        table.cleanup_metadata()
+        table.alter.set_table_properties({"delta.logRetentionDuration": previous or DEFAULT_LOG_RETENTION})
