@@ -390,6 +390,46 @@ ERASURE_LOG = pa.schema(
     ]
 )
 
+# One row per call per rot-check run (pipelines/rot/check.py says what each value means).
+ROT_CHECKS = pa.schema(
+    [
+        ("call_id", pa.string()),
+        ("checked_at", TS),
+        ("checked_date", pa.date32()),
+        ("trace_id", pa.string()),
+        ("service", pa.string()),
+        ("occurred_date", pa.date32()),
+        # verified | rotted | impure | unverifiable
+        ("status", pa.string()),
+        # for rotted (and impure) calls: template_changed, template_missing, document_changed,
+        # document_missing, model_alias_moved, params_changed, tools_changed
+        ("components", pa.list_(pa.string())),
+        # for unverifiable calls: recorded_hash, template_version, doc_ids, request, ...
+        ("missing", pa.list_(pa.string())),
+        # the request blocks that moved: system, model, params, tools, document:<doc_id>
+        ("rotted_blocks", pa.list_(pa.string())),
+        # full_request | decrypted_values | keyed_block_hashes | redacted_values | none
+        ("basis", pa.string()),
+        # exact (verified, or the full request bytes retained) | approximate
+        ("replay_fidelity", pa.string()),
+        ("recorded_sha256", pa.string()),
+        ("rerendered_sha256", pa.string()),
+        # the store versions the check used
+        ("template_id", pa.string()),
+        ("template_version", pa.string()),
+        ("template_sha256", pa.string()),
+        ("index_snapshot", pa.string()),
+        ("model_alias", pa.string()),
+        ("model_snapshot", pa.string()),
+        ("models_config_sha256", pa.string()),
+        ("params_config_sha256", pa.string()),
+        # which blocks moved and why, by block name and store key; never a value from the call
+        ("detail", pa.list_(pa.string())),
+        ("run_id", pa.string()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "calls": CALLS,
     "spans": SPANS,
@@ -399,6 +439,7 @@ TABLES: dict[str, pa.Schema] = {
     "retention": RETENTION,
     "retention_coverage": RETENTION_COVERAGE,
     "erasure_log": ERASURE_LOG,
+    "rot_checks": ROT_CHECKS,
 }
 
 # Merge keys and Delta partition columns per table.
@@ -411,6 +452,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "retention": ("call_id",),
     "retention_coverage": ("window_end", "segment_key"),
     "erasure_log": ("erasure_id",),
+    "rot_checks": ("call_id", "checked_at"),
 }
 PARTITIONS: dict[str, tuple[str, ...]] = {
     "calls": ("occurred_date",),
@@ -421,4 +463,5 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "retention": ("occurred_date",),
     "retention_coverage": ("window_end",),
     "erasure_log": (),
+    "rot_checks": ("checked_date",),
 }
