@@ -1,10 +1,12 @@
 """The only reader of environment variables: builds the resources for local or prod.
 
 With nothing set, everything runs on local folders under ``.tracelake/``:
-the raw source in ``.tracelake/source`` and the Delta tables in
-``.tracelake/warehouse``. Point ``TRACELAKE_SOURCE`` / ``TRACELAKE_WAREHOUSE``
-at ``s3://bucket/prefix`` to run against object storage; the standard
-``AWS_*`` variables (``AWS_ENDPOINT_URL`` for S3-compatible stores) apply.
+the raw source in ``.tracelake/source``, the Delta tables in
+``.tracelake/warehouse`` and the ingredient stores (templates, document
+snapshots, model aliases, params) in ``.tracelake/stores``. Point
+``TRACELAKE_SOURCE``, ``TRACELAKE_WAREHOUSE`` or ``TRACELAKE_STORES`` at
+``s3://bucket/prefix`` to use object storage; the standard ``AWS_*``
+variables (``AWS_ENDPOINT_URL`` for S3-compatible stores) apply.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
+from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
 from pipelines.resources.warehouse import Warehouse
 
 HOME = Path(".tracelake")
@@ -41,6 +44,7 @@ def parse_overrides(text: str | None) -> dict[str, str]:
 class Settings:
     source_uri: str
     warehouse_uri: str
+    stores_uri: str
     layouts: tuple[str, ...]
     format_overrides: dict[str, str]
     endpoint_url: str | None
@@ -54,6 +58,7 @@ class Settings:
         return cls(
             source_uri=_env("TRACELAKE_SOURCE", str(HOME / "source")),
             warehouse_uri=_env("TRACELAKE_WAREHOUSE", str(HOME / "warehouse")),
+            stores_uri=_env("TRACELAKE_STORES", str(HOME / "stores")),
             layouts=tuple(layouts.split(",")) if layouts else DEFAULT_LAYOUTS,
             format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
             endpoint_url=_env("AWS_ENDPOINT_URL"),
@@ -80,5 +85,15 @@ class Settings:
             secret_access_key=self.secret_access_key,
         )
 
+    def ingredient_stores(self) -> dict[str, object]:
+        """The stores the rot check re-renders from: one root, four stores."""
+        where = {"uri": self.stores_uri, "endpoint_url": self.endpoint_url, "region": self.region}
+        return {
+            "template_store": TemplateStore(**where),
+            "document_store": DocumentStore(**where),
+            "model_alias_store": ModelAliasStore(**where),
+            "params_store": ParamsStore(**where),
+        }
+
     def resources(self) -> dict[str, object]:
-        return {"source": self.object_store(), "warehouse": self.warehouse()}
+        return {"source": self.object_store(), "warehouse": self.warehouse(), **self.ingredient_stores()}
