@@ -12,10 +12,18 @@ import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
-from pipelines.ingest import IngestBatch, SourceObject, ingest_object, objects_to_ingest
+from pipelines.ingest import (
+    IngestBatch,
+    SourceObject,
+    assemble_batch,
+    existing_calls_to_read,
+    ingest_object,
+    objects_to_ingest,
+    settle_with_existing,
+)
 from pipelines.partitions import daily, day_of
 from pipelines.resources.object_store import CorruptObject, ObjectInfo, ObjectStore
-from pipelines.resources.warehouse import Warehouse, in_list
+from pipelines.resources.warehouse import Warehouse, in_list, to_arrow
 from pipelines.traces import rollup
 
 READ_THREADS = 8
@@ -80,13 +88,24 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     batch = IngestBatch()
     with ThreadPoolExecutor(READ_THREADS) as pool:
         for done, obj in enumerate(pool.map(lambda info: _read(source, info), todo), start=1):
-            one = ingest_object(obj, day, context.run_id, now, source.format_overrides)
+            one = ingest_object(obj, day, context.run.run_id, now, source.format_overrides)
             batch.calls += one.calls
             batch.spans += one.spans
             batch.ingest_log += one.ingest_log
             batch.quarantine += one.quarantine
+            batch.fragments += one.fragments
             if done % 50 == 0 or done == len(todo):
                 context.log.info(f"parsed {done}/{len(todo)} objects ({batch.records_read} records)")
+
+    # Join log events, tools, retrievals and feedback onto their calls, in the
+    # batch and then in the calls already stored (late scores, split exports).
+    assemble_batch(batch)
+    trace_ids, days = existing_calls_to_read(batch)
+    if trace_ids:
+        where = pl.col("trace_id").is_in(sorted(trace_ids)) & pl.col("occurred_date").is_in(sorted(days))
+        existing = to_arrow("calls", warehouse.read("calls", where)).to_pylist()
+        updated = settle_with_existing(batch, existing)
+        context.log.info(f"{updated} stored calls updated; {len(batch.fragments)} fragments found no call")
 
     # Redaction plugs in here: nothing below may see raw text.
 

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from pipelines.formats import Normalized, Problem, SourceRef, normalize_object
+from pipelines.formats.assembly import assemble, carry_over, refinalize
+from pipelines.formats.base import Fragment
+from pipelines.formats.langfuse_export import awaiting_manifest
 from pipelines.record.canonical import record_sha256, sha256_hex
 
 # Only the ingest_log columns that describe the outcome take part in its
@@ -41,6 +44,8 @@ class IngestBatch:
     spans: list[dict[str, Any]] = field(default_factory=list)
     ingest_log: list[dict[str, Any]] = field(default_factory=list)
     quarantine: list[dict[str, Any]] = field(default_factory=list)
+    # pieces of calls (log events, tools, retrievals, feedback) still to be joined
+    fragments: list[Fragment] = field(default_factory=list)
 
     @property
     def records_read(self) -> int:
@@ -56,8 +61,13 @@ class IngestBatch:
 
 def objects_to_ingest(listed: Iterable[Any], seen: Mapping[str, str]) -> tuple[list[Any], list[Any]]:
     """Split listed objects into (new or changed, unchanged) by the etag last ingested per key."""
+    listed = list(listed)
+    # a Langfuse export file is read only once its run's manifest exists
+    waiting = awaiting_manifest(info.key for info in listed)
     todo, unchanged = [], []
     for info in listed:
+        if info.key in waiting:
+            continue
         (unchanged if seen.get(info.key) == info.etag else todo).append(info)
     return todo, unchanged
 
@@ -126,6 +136,7 @@ def ingest_object(
         spans=result.spans,
         ingest_log=[log_row],
         quarantine=[_quarantine_row(obj, p, fmt, run_id, now) for p in result.problems],
+        fragments=result.fragments,
     )
 
 
@@ -143,4 +154,69 @@ def ingest_objects(
         batch.spans += one.spans
         batch.ingest_log += one.ingest_log
         batch.quarantine += one.quarantine
+        batch.fragments += one.fragments
+    assemble_batch(batch)
     return batch
+
+
+def _last_by(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return list({r[key]: r for r in rows}.values())
+
+
+def _merge_duplicate_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One call per call_id: a later record wins, and keeps what only the
+    earlier one had (a batch request line and its result line are one call)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        earlier = merged.get(call["call_id"])
+        if earlier is not None and carry_over(call, earlier):
+            refinalize(call)
+        merged[call["call_id"]] = call
+    return list(merged.values())
+
+
+def assemble_batch(batch: IngestBatch) -> None:
+    """Join the batch's fragments onto its calls; what finds no call stays in
+    ``batch.fragments`` for ``settle_with_existing``.
+
+    The same record can come twice in one batch (overlapping export windows):
+    the later object (keys sort by time in every export layout) wins.
+    """
+    batch.calls = _merge_duplicate_calls(batch.calls)
+    batch.spans = _last_by(batch.spans, "span_key")
+    _, batch.fragments = assemble(batch.calls, batch.fragments)
+
+
+def existing_calls_to_read(batch: IngestBatch) -> tuple[set[str], set[date]]:
+    """(trace ids, dates) of the `calls` rows settling the batch needs: the
+    batch's own calls (to keep what was joined onto them before) and the
+    targets of fragments left over. Dates are widened by a day each way."""
+    trace_ids = {c["trace_id"] for c in batch.calls} | {f.trace_id for f in batch.fragments}
+    days = {c["occurred_date"] for c in batch.calls}
+    days |= {f.at.date() for f in batch.fragments if f.at is not None}
+    if any(f.at is None for f in batch.fragments):
+        days |= {r["partition_date"] for r in batch.ingest_log}
+    widened = {d + timedelta(days=k) for d in days for k in (-1, 0, 1)}
+    return trace_ids, widened
+
+
+def settle_with_existing(batch: IngestBatch, existing: list[dict[str, Any]]) -> int:
+    """Merge the batch with `calls` rows already in the warehouse.
+
+    A call ingested again keeps the feedback, tools, retrievals and content
+    joined onto it earlier; fragments left over from the batch (scores or log
+    events arriving after their call) are joined onto existing calls, which are
+    then rewritten. Returns how many existing calls changed.
+    """
+    in_batch = {c["call_id"]: c for c in batch.calls}
+    others = []
+    for row in existing:
+        call = in_batch.get(row["call_id"])
+        if call is None:
+            others.append(row)
+            continue
+        if carry_over(call, row):
+            refinalize(call)
+    changed, batch.fragments = assemble(others, batch.fragments)
+    batch.calls += changed
+    return len(changed)

@@ -1,7 +1,9 @@
 """Source formats: one module per format, each a pure function from bytes to rows.
 
 ``normalize_object`` picks the module for an object (a per-prefix override
-first, then detection from the first record) and runs it.
+first, then detection from the first record) and runs it. Detection asks each
+module's ``looks_like`` in the order below, most specific first; Parquet
+objects are detected from their first row.
 """
 
 from __future__ import annotations
@@ -10,13 +12,29 @@ import json
 from collections.abc import Mapping
 from types import ModuleType
 
-from pipelines.formats import agent_events, frozen_call, otlp_json
-from pipelines.formats.base import Normalized, Problem, SourceRef
+from pipelines.formats import (
+    agent_events,
+    anthropic_batch,
+    anthropic_messages,
+    frozen_call,
+    langfuse_api,
+    langfuse_export,
+    langsmith,
+    otlp_json,
+    phoenix,
+)
+from pipelines.formats.base import Normalized, Problem, RawRecord, SourceRef, is_parquet, parquet_records
 
 FORMATS: dict[str, ModuleType] = {
     frozen_call.FORMAT: frozen_call,
     agent_events.FORMAT: agent_events,
     otlp_json.FORMAT: otlp_json,
+    phoenix.FORMAT: phoenix,
+    langfuse_api.FORMAT: langfuse_api,
+    langfuse_export.FORMAT: langfuse_export,
+    langsmith.FORMAT: langsmith,
+    anthropic_batch.FORMAT: anthropic_batch,
+    anthropic_messages.FORMAT: anthropic_messages,
 }
 LINE_SUFFIXES = (".jsonl", ".ndjson")
 COMPRESSION_SUFFIXES = (".gz", ".zst")
@@ -35,6 +53,9 @@ def is_line_delimited(key: str) -> bool:
 
 
 def _first_record(data: bytes) -> object | None:
+    if is_parquet(data):
+        first = next(iter(parquet_records(data, limit=1)), None)
+        return first.value if isinstance(first, RawRecord) else None
     head = data.lstrip()
     first_line = head.split(b"\n", 1)[0]
     for candidate in (first_line, head):
@@ -67,6 +88,9 @@ def normalize_object(
 ) -> tuple[str | None, Normalized]:
     """Decompressed object bytes -> (format name, rows and problems)."""
     name = format_for(source.key, data, overrides)
+    if name is None and _first_record(data) is None:
+        problem = Problem("invalid_json", "expected a JSON document or JSON Lines; the first record does not parse")
+        return None, Normalized(problems=[problem])
     if name is None:
         known = ", ".join(FORMATS)
         problem = Problem(

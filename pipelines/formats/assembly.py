@@ -31,6 +31,9 @@ from pipelines.record.rows import finalize_call
 
 # Columns a content fragment may fill when the span did not carry them.
 CONTENT_COLUMNS = (
+    "request_model",
+    "params",
+    "params_extra_json",
     "system_text",
     "messages",
     "tool_definitions",
@@ -39,10 +42,15 @@ CONTENT_COLUMNS = (
     "finish_reason",
     "stop_reason_native",
     "request_json",
+    "response_id",
+    "response_model",
+    "usage",
 )
 
 
 def _empty(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(v is None for v in value.values())
     return value is None or value == [] or value == ""
 
 
@@ -178,13 +186,18 @@ def assemble(calls: list[dict[str, Any]], fragments: Iterable[Fragment]) -> tupl
 CARRIED_LISTS = ("feedback", "tool_executions")
 
 
-def carry_over(call: dict[str, Any], existing: dict[str, Any]) -> None:
+def carry_over(call: dict[str, Any], existing: dict[str, Any]) -> bool:
     """A call ingested again keeps what assembly joined onto its earlier version
-    (feedback, tool executions, retrieval, content from other objects)."""
-    add_feedback(call, existing.get("feedback") or [])
+    (feedback, tool executions, retrieval, content from other objects). True when it changed."""
+    changed = add_feedback(call, existing.get("feedback") or [])
+    if existing.get("occurred_date") != call.get("occurred_date"):
+        # records that know no time of their own (batch results) were dated by
+        # their object; the call keeps the time it was first seen, so it stays one row
+        call["occurred_at"] = existing["occurred_at"]
+        changed = True
     for execution in existing.get("tool_executions") or []:
-        _add_tool(call, execution)
+        changed = _add_tool(call, execution) or changed
     if existing.get("retrieval") is not None:
-        _add_retrieval(call, existing["retrieval"])
-    if _empty(call.get("messages")) and not _empty(existing.get("messages")):
-        _add_content(call, existing)
+        changed = _add_retrieval(call, existing["retrieval"]) or changed
+    changed = _add_content(call, existing) or changed
+    return changed

@@ -63,7 +63,7 @@ def _resource_columns(resource: Mapping[str, Any]) -> dict[str, Any]:
     return cols
 
 
-def _span_kind(span: OtlpSpan, fmt: str) -> str:
+def span_kind(span: OtlpSpan, fmt: str) -> str:
     attrs = span.attributes
     if fmt == openinference.FORMAT:
         kind = openinference.span_kind(attrs)
@@ -141,7 +141,7 @@ def _status(span: OtlpSpan) -> dict[str, Any]:
     }
 
 
-def _build_call(span: OtlpSpan, fmt: str, source: SourceRef) -> dict[str, Any]:
+def build_call(span: OtlpSpan, fmt: str, source: SourceRef) -> dict[str, Any]:
     if fmt == openinference.FORMAT:
         cols = openinference.call_columns(span.attributes)
         mapped = openinference.is_mapped
@@ -175,7 +175,7 @@ def _build_call(span: OtlpSpan, fmt: str, source: SourceRef) -> dict[str, Any]:
     return finalize_call(call)
 
 
-def _fragment_for(span: OtlpSpan, fmt: str, kind: str) -> Fragment | None:
+def fragment_for(span: OtlpSpan, fmt: str, kind: str) -> Fragment | None:
     attrs = span.attributes
     failed = _status(span)["status"] == "error"
     if kind == "tool":
@@ -221,7 +221,7 @@ def _fragment_for(span: OtlpSpan, fmt: str, kind: str) -> Fragment | None:
     return None
 
 
-def _span_row(span: OtlpSpan, fmt: str, kind: str, source: SourceRef) -> dict[str, Any]:
+def span_row(span: OtlpSpan, fmt: str, kind: str, source: SourceRef) -> dict[str, Any]:
     attrs = span.attributes
     usage = otel_genai.usage(attrs) or {}
     return finalize_span(
@@ -250,7 +250,7 @@ def _span_row(span: OtlpSpan, fmt: str, kind: str, source: SourceRef) -> dict[st
     )
 
 
-def _feedback_fragments(span: OtlpSpan, fmt: str, kind: str) -> list[Fragment]:
+def feedback_fragments(span: OtlpSpan, fmt: str, kind: str) -> list[Fragment]:
     out = []
     for i, event in enumerate(span.events):
         if event["name"] == otel_genai.EVALUATION_EVENT:
@@ -325,10 +325,10 @@ def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normali
         if span.line in bad_lines:
             continue
         fmt = dialect(span)
-        kind = _span_kind(span, fmt)
+        kind = span_kind(span, fmt)
         try:
             if kind == "llm_call":
-                call = _build_call(span, fmt, source)
+                call = build_call(span, fmt, source)
                 out.calls.append(call)
                 out.spans.append(
                     span_for_call(
@@ -336,11 +336,11 @@ def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normali
                     )
                 )
             else:
-                out.spans.append(_span_row(span, fmt, kind, source))
-                fragment = _fragment_for(span, fmt, kind)
+                out.spans.append(span_row(span, fmt, kind, source))
+                fragment = fragment_for(span, fmt, kind)
                 if fragment is not None:
                     out.fragments.append(fragment)
-            out.fragments += _feedback_fragments(span, fmt, kind)
+            out.fragments += feedback_fragments(span, fmt, kind)
         except RecordError as e:
             bad_lines.add(span.line)
             out.problems.append(Problem(e.error_class, e.message, span.line, span.byte_offset))
