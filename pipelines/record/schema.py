@@ -105,8 +105,12 @@ FEEDBACK = pa.struct(
     ]
 )
 # One hash per request block ("system", "messages[3]", "tools", "params",
-# "model", "document:<doc_id>"); see record/canonical.py.
-BLOCK_HASH = pa.struct([("block", pa.string()), ("sha256", pa.string()), ("tokens", pa.int64())])
+# "model", "document:<doc_id>"); see record/canonical.py. algorithm: "sha256",
+# or "hmac-sha256" for blocks that may hold PII, keyed at redaction
+# (pipelines/redact/block_hashes.py); null means sha256.
+BLOCK_HASH = pa.struct(
+    [("block", pa.string()), ("sha256", pa.string()), ("tokens", pa.int64()), ("algorithm", pa.string())]
+)
 
 CAPTURE_ITEMS = (
     "input",
@@ -430,6 +434,34 @@ ROT_CHECKS = pa.schema(
     ]
 )
 
+# One row per redacted call (call_id), or per redacted span that belongs to no
+# call (source_table "spans": call_id holds its span_key). Counts and versions
+# only: never a value that was redacted.
+REDACTION_AUDIT = pa.schema(
+    [
+        ("call_id", pa.string()),
+        ("source_table", pa.string()),
+        ("trace_id", pa.string()),
+        ("occurred_date", pa.date32()),
+        # placeholder | encrypt | synthetic
+        ("mode", pa.string()),
+        ("policy_name", pa.string()),
+        ("policy_version", pa.string()),
+        ("policy_sha256", pa.string()),
+        # recognizers, presidio-analyzer, spacy, phonenumbers, ner model (or "off")
+        ("detector_versions", pa.map_(pa.string(), pa.string())),
+        # distinct values replaced, by entity type
+        ("entity_counts", pa.map_(pa.string(), pa.int64())),
+        ("replacements", pa.int64()),
+        ("fields", pa.list_(pa.string())),
+        ("encryption_key_id", pa.string()),
+        ("hash_key_id", pa.string()),
+        ("flags", pa.list_(pa.string())),
+        ("redacted_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "calls": CALLS,
     "spans": SPANS,
@@ -440,6 +472,7 @@ TABLES: dict[str, pa.Schema] = {
     "retention_coverage": RETENTION_COVERAGE,
     "erasure_log": ERASURE_LOG,
     "rot_checks": ROT_CHECKS,
+    "redaction_audit": REDACTION_AUDIT,
 }
 
 # Merge keys and Delta partition columns per table.
@@ -453,6 +486,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "retention_coverage": ("window_end", "segment_key"),
     "erasure_log": ("erasure_id",),
     "rot_checks": ("call_id", "checked_at"),
+    "redaction_audit": ("call_id",),
 }
 PARTITIONS: dict[str, tuple[str, ...]] = {
     "calls": ("occurred_date",),
@@ -464,4 +498,5 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "retention_coverage": ("window_end",),
     "erasure_log": (),
     "rot_checks": ("checked_date",),
+    "redaction_audit": ("occurred_date",),
 }
