@@ -201,19 +201,25 @@ class MessagesAPI:
 def stream_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
     """The server-sent events that stream ``reply``, as the Messages API sends them."""
     usage_ = dict(reply.get("usage") or {})
-    start = {**reply, "content": [], "stop_reason": None, "stop_sequence": None, "usage": {**usage_, "output_tokens": 1}}
+    start = {
+        **reply,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {**usage_, "output_tokens": 1},
+    }
     events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
     for index, block in enumerate(reply.get("content") or []):
         if block["type"] == "text":
-            events.append({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}})
+            events.append(
+                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
+            )
             text = block["text"]
             for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
                 delta = {"type": "text_delta", "text": piece}
                 events.append({"type": "content_block_delta", "index": index, "delta": delta})
         elif block["type"] == "tool_use":
-            events.append(
-                {"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}}
-            )
+            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
             delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
             events.append({"type": "content_block_delta", "index": index, "delta": delta})
         else:
