@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
-from pipelines.record.canonical import canonical_json, request_blocks, sha256_hex
+from pipelines.record.canonical import canonical_json, document_block, request_blocks, sha256_hex
 from pipelines.rot.ingredients import Ingredients, TemplateVersion
-from pipelines.rot.redaction import RedactionView, no_redaction
+from pipelines.rot.redaction import DECRYPTED, RAW, REDACTED, RedactionView
 from pipelines.rot.rerender import DocRef, Renderer, SystemRender, canonical_object
 
 VERIFIED, ROTTED, IMPURE, UNVERIFIABLE = "verified", "rotted", "impure", "unverifiable"
@@ -113,17 +113,17 @@ def _recorded_documents(call: Mapping[str, Any]) -> list[dict[str, Any]]:
     return sorted(docs, key=lambda d: (d.get("rank") is None, d.get("rank") or 0))
 
 
-def _recorded_hashes(call: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, str]:
+def _recorded_hashes(call: Mapping[str, Any], request: Mapping[str, Any]) -> dict[str, tuple[str, str | None]]:
+    """block -> (hash, algorithm) as recorded."""
     rows = call.get("block_hashes")
     if rows:
-        return {r["block"]: r["sha256"] for r in rows}
+        return {r["block"]: (r["sha256"], r.get("algorithm")) for r in rows}
     # rows ingested before block hashes existed: compute them from the record
-    hashes = {name: sha256_hex(canonical_json(value)) for name, value in request_blocks(request).items()}
+    hashes = {name: (sha256_hex(canonical_json(value)), None) for name, value in request_blocks(request).items()}
     for doc in _recorded_documents(call):
         if doc.get("text") is not None:
-            hashes[f"document:{doc['doc_id']}"] = sha256_hex(
-                canonical_json({"doc_id": doc["doc_id"], "text": doc["text"]})
-            )
+            block = canonical_json(document_block(doc["doc_id"], doc["text"]))
+            hashes[f"document:{doc['doc_id']}"] = (sha256_hex(block), None)
     return hashes
 
 
@@ -131,12 +131,30 @@ def _params_of(request: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in request.items() if k not in REQUEST_KEYS}
 
 
+@dataclass
+class _Rerendered:
+    """Today's request for a call, as canonical JSON pieces."""
+
+    model: str | None
+    params: dict[str, Any]
+    route_known: bool
+    current: list[DocRef]
+    system: SystemRender | None
+    pieces: dict[str, str]
+    param_pieces: dict[str, str]
+
+    @property
+    def complete(self) -> bool:
+        return self.system is not None and self.system.canonical is not None and self.model is not None
+
+
 class Checker:
     """Checks calls against one snapshot of the ingredient stores, at one clock.
 
-    ``today`` is the day aliases are resolved on; ``clock`` is what a template's
-    ``now()`` returns (the impurity probe shifts it). ``redaction`` tells how the
-    stored rows were redacted (see ``pipelines.rot.redaction``).
+    ``clock`` is the check's time: aliases resolve on its day, and a template's
+    ``now()`` returns it (the impurity probe shifts it). ``redaction`` says which
+    stored calls were redacted and holds the keys (see ``pipelines.rot.redaction``).
+    ``keep_blocks`` keeps the recorded and re-rendered values of moved blocks for diffs.
     """
 
     def __init__(
@@ -151,14 +169,14 @@ class Checker:
         self.clock = clock
         self.today = clock.date()
         self.renderer = Renderer(clock)
-        self.redaction = redaction or no_redaction()
+        self.redaction = redaction or RedactionView()
         self.keep_blocks = keep_blocks
 
     def check_all(self, calls: Iterable[Mapping[str, Any]]) -> list[RotCheck]:
         return [self.check(call) for call in calls]
 
     def check(self, call: Mapping[str, Any]) -> RotCheck:
-        call = self.redaction.prepare(call)
+        call, state = self.redaction.prepare(call)
         result = RotCheck(
             call_id=call["call_id"],
             trace_id=call.get("trace_id"),
@@ -171,11 +189,9 @@ class Checker:
             index_snapshot=self.ingredients.index_snapshot,
             model_alias=call.get("model_alias"),
         )
-        decrypted = bool(call.get("_decrypted"))
-        redacted = self.redaction.is_redacted(call) and not decrypted
-        result.replay_fidelity = EXACT if self._full_bytes_retained(call, redacted) else APPROXIMATE
-
         request = json.loads(call["request_json"]) if call.get("request_json") else None
+        result.replay_fidelity = EXACT if self._full_bytes_retained(call, request, state) else APPROXIMATE
+
         missing = []
         if not result.recorded_sha256:
             missing.append("recorded_hash")
@@ -186,11 +202,15 @@ class Checker:
         if missing:
             result.missing = missing
             return result
-        if not self._record_matches_hash(call, request):
+        if call.get("request_hash_matches") is False:
             # The recorded body is not the one the hash witnessed (the app logged
             # other bytes than it sent): its blocks prove nothing.
             result.missing = ["request_matching_hash"]
             result.detail.append("the recorded request does not hash to rendered_request_sha256")
+            return result
+        if not self.redaction.keyed_hashes_usable(call):
+            result.missing = ["hash_key"]
+            result.detail.append("block hashes were keyed with another hash key; set the one redaction used")
             return result
 
         template = self.ingredients.template(result.template_id, result.template_version)
@@ -203,58 +223,48 @@ class Checker:
             if call.get("template_variables_json") is None and template.variables:
                 result.missing = ["template_variables"]
                 return result
-        self._compare(call, request, template, docs, redacted, decrypted, result)
-        if result.status == VERIFIED and result.basis in (FULL_REQUEST, DECRYPTED_VALUES):
-            result.replay_fidelity = EXACT
+
+        today = self._rerender(call, request, template, docs)
+        result.model_snapshot = today.model
+        if today.complete:
+            result.rerendered_sha256 = sha256_hex(canonical_object(today.pieces))
+            if state != REDACTED and not today.system.impure and result.rerendered_sha256 == result.recorded_sha256:
+                result.status = VERIFIED
+                result.basis = DECRYPTED_VALUES if state == DECRYPTED else FULL_REQUEST
+                result.replay_fidelity = EXACT
+                return result
+        self._compare_blocks(call, request, template, docs, today, state, result)
         return result
 
     # -- the record ---------------------------------------------------------
 
-    def _record_matches_hash(self, call: Mapping[str, Any], request: Mapping[str, Any]) -> bool:
-        flag = call.get("request_hash_matches")
-        if flag is not None:
-            return bool(flag)
-        stored = call.get("request_sha256")
-        if stored is None and self.redaction.is_redacted(call):
-            return True  # a redacted body cannot be re-hashed; nothing says it disagrees
-        return (stored or sha256_hex(canonical_json(request))) == call["rendered_request_sha256"]
+    def _full_bytes_retained(self, call: Mapping[str, Any], request: Mapping[str, Any] | None, state: str) -> bool:
+        """Can a replay send exactly the bytes the hash witnessed, from the record alone?"""
+        recorded = call.get("rendered_request_sha256")
+        if request is None or not recorded or state == REDACTED:
+            return False
+        if call.get("context_complete") is False or call.get("truncated"):
+            return False
+        if state == DECRYPTED:
+            return sha256_hex(canonical_json(request)) == recorded
+        return call.get("request_hash_matches") is not False and call.get("request_sha256") in (None, recorded)
 
-    def _full_bytes_retained(self, call: Mapping[str, Any], redacted: bool) -> bool:
-        return bool(
-            call.get("request_json")
-            and call.get("rendered_request_sha256")
-            and call.get("request_hash_matches") is not False
-            and (call.get("request_sha256") in (None, call["rendered_request_sha256"]))
-            and not redacted
-            and call.get("context_complete") is not False
-            and not call.get("truncated")
-        )
+    # -- re-render ------------------------------------------------------------
 
-    # -- re-render and compare ------------------------------------------------
-
-    def _compare(
+    def _rerender(
         self,
         call: Mapping[str, Any],
         request: Mapping[str, Any],
         template: TemplateVersion | None,
         docs: Sequence[Mapping[str, Any]],
-        redacted: bool,
-        decrypted: bool,
-        result: RotCheck,
-    ) -> None:
+    ) -> _Rerendered:
         ing = self.ingredients
-        recorded = _recorded_hashes(call, request)
-        blocks = request_blocks(request) if self.keep_blocks else {}
-
         # model: the alias resolved today; a call without an alias named a model directly
         alias = call.get("model_alias")
         model = ing.resolve_model(alias, self.today) if alias else request.get("model")
-        result.model_snapshot = model
         # params: the template version's defaults, overridden by the route's config
         route = ing.route_params(call.get("service"))
-        params = {**(template.params if template else {}), **(route or {})}
-        tools = template.tools if template else None
-
+        params = {k: v for k, v in {**(template.params if template else {}), **(route or {})}.items() if v is not None}
         current = [DocRef(d["doc_id"], ing.documents.get(d["doc_id"]), d.get("score")) for d in docs]
         present = tuple(d for d in current if d.text is not None)
         system = self.renderer.system(template, call.get("template_variables_json"), present) if template else None
@@ -264,93 +274,96 @@ class Checker:
             pieces["model"] = json.dumps(model, ensure_ascii=False)
         if system is not None and system.canonical is not None:
             pieces["system"] = system.canonical
-        # from the record: canonical JSON already (dicts hold no None), so dumps suffices
+        # from the record, whose JSON is canonical already (no None in objects): dumps suffices
         pieces["messages"] = json.dumps(
             request.get("messages") or [], sort_keys=True, separators=(",", ":"), ensure_ascii=False
         )
-        if tools:
-            pieces["tools"] = self.renderer.canonical(
-                "tools", (template.sha256, template.template_id, template.version), tools
-            )
-        params_key = (call.get("service"), template.sha256 if template else None)
-        param_pieces = {
-            k: self.renderer.canonical("param", (params_key, k), v) for k, v in params.items() if v is not None
-        }
+        if template is not None and template.tools:
+            pieces["tools"] = self.renderer.canonical("tools", template.sha256, template.tools)
+        route_key = (call.get("service"), template.sha256 if template else None)
+        param_pieces = {k: self.renderer.canonical("param", (route_key, k), v) for k, v in params.items()}
         pieces.update(param_pieces)
         if request.get("metadata"):
             pieces["metadata"] = canonical_json(request["metadata"])
+        return _Rerendered(model, params, route is not None, current, system, pieces, param_pieces)
 
-        rendered_ok = template is not None and system is not None and system.canonical is not None and model is not None
-        if rendered_ok:
-            result.rerendered_sha256 = sha256_hex(canonical_object(pieces))
-        whole_comparable = not redacted
-        if (
-            rendered_ok
-            and not system.impure
-            and whole_comparable
-            and result.rerendered_sha256 == result.recorded_sha256
-        ):
-            result.status, result.basis = VERIFIED, (DECRYPTED_VALUES if decrypted else FULL_REQUEST)
-            return
+    # -- compare block by block ----------------------------------------------
 
-        # Something differs (or only blocks can be compared): find which blocks moved.
-        moved: dict[str, str] = {}  # block -> component
+    def _compare_blocks(
+        self,
+        call: Mapping[str, Any],
+        request: Mapping[str, Any],
+        template: TemplateVersion | None,
+        docs: Sequence[Mapping[str, Any]],
+        today: _Rerendered,
+        state: str,
+        result: RotCheck,
+    ) -> None:
+        recorded = _recorded_hashes(call, request)
+        audit = self.redaction.audit(call) if state == REDACTED else None
+        moved: dict[str, str] = {}  # block -> component ("" when the documents explain it)
         notes: list[str] = []
-        keyed: list[bool] = []
 
         def differs(block: str, canonical: str | None) -> bool:
             want = recorded.get(block)
             if canonical is None or want is None:
                 return (canonical is None) != (want is None)
-            if self.redaction.is_keyed(call, block):
-                keyed.append(True)
-                return self.redaction.keyed_sha256(block, canonical) != want
-            return sha256_hex(canonical) != want
+            return not self.redaction.matches(want[0], want[1], canonical)
 
-        if differs("model", pieces.get("model")):
+        alias = call.get("model_alias")
+        if differs("model", today.pieces.get("model")):
             moved["model"] = "model_alias_moved"
             target = f"alias {alias}" if alias else "the model"
-            notes.append(f"model: {target} now resolves to {model or f'nothing on {self.today}'}")
-        if differs("params", canonical_object(param_pieces) if param_pieces else None):
+            notes.append(f"model: {target} now resolves to {today.model or f'nothing on {self.today}'}")
+        if differs("params", canonical_object(today.param_pieces) if today.param_pieces else None):
             moved["params"] = "params_changed"
             was = _params_of(request)
-            keys = sorted(k for k in set(params) | set(was) if params.get(k) != was.get(k))
-            config = "" if route is not None else " (the route is not in params.yaml)"
+            keys = sorted(k for k in set(today.params) | set(was) if today.params.get(k) != was.get(k))
+            config = "" if today.route_known else " (the route is not in params.yaml)"
             notes.append(f"params: route {call.get('service')}{config} differs in {', '.join(keys) or 'values'}")
+
+        system = today.system
         system_moved = False
+        variables_unknown = audit is not None and audit.touched("template_variables_json")
         if template is None:
             moved["system"] = "template_missing"
             notes.append(f"system: template {result.template_id} {result.template_version} is not in the store")
         else:
-            if differs("tools", pieces.get("tools")):
+            name = f"template {template.template_id} {template.version}"
+            if differs("tools", today.pieces.get("tools")):
                 moved["tools"] = "tools_changed"
-                notes.append(f"tools: template {template.template_id} {template.version} defines other tools")
-            if system.error is not None:
+                notes.append(f"tools: {name} defines other tools")
+            if system.error is not None and not variables_unknown:
                 moved["system"] = "template_changed"
-                notes.append(f"system: {template.template_id} {template.version} does not render: {system.error}")
+                notes.append(f"system: {name} does not render: {system.error}")
             elif system.impure:
                 notes.append("system: renders differently under another clock and seed (now() or random())")
-            elif differs("system", system.canonical):
+            elif system.error is not None or differs("system", system.canonical):
                 system_moved = True
-                if self._template_changed(call, template, docs, current, recorded, notes):
-                    moved["system"] = "template_changed"
+                if variables_unknown:
+                    notes.append("system: the template variables were redacted, so the template cannot be judged")
+                else:
+                    docs_usable = audit is None or not audit.touched("retrieval")
+                    if self._template_changed(call, template, docs, today.current, recorded, docs_usable, notes):
+                        moved["system"] = "template_changed"
         # documents reach the request only through the system prompt
         if template is None or (template.uses_documents and (system_moved or system.impure or "system" in moved)):
-            for ref in current:
+            for ref in today.current:
                 block = f"document:{ref.doc_id}"
                 if ref.text is None:
                     moved[block] = "document_missing"
-                    notes.append(f"{block}: not in index {ing.index_snapshot}")
-                elif self._document_moved(ref, docs, recorded):
+                    notes.append(f"{block}: not in index {self.ingredients.index_snapshot}")
+                elif self._document_moved(ref, recorded):
                     moved[block] = "document_changed"
-                    notes.append(f"{block}: text changed in index {ing.index_snapshot}")
+                    notes.append(f"{block}: text changed in index {self.ingredients.index_snapshot}")
         if system_moved and "system" not in moved:
-            moved["system"] = ""  # explained by the documents named above
+            moved["system"] = ""
 
-        if redacted:
+        if state == REDACTED:
+            keyed = any((recorded.get(b) or ("", None))[1] not in (None, "sha256") for b in ("system", *moved))
             result.basis = KEYED_BLOCK_HASHES if keyed else REDACTED_VALUES
         else:
-            result.basis = DECRYPTED_VALUES if decrypted else FULL_REQUEST
+            result.basis = DECRYPTED_VALUES if state == DECRYPTED else FULL_REQUEST
         result.components = sorted({c for c in moved.values() if c}, key=COMPONENTS.index)
         result.rotted_blocks = sorted(moved)
         result.detail.extend(notes)
@@ -358,22 +371,23 @@ class Checker:
             result.status = IMPURE
         elif result.components:
             result.status = ROTTED
-        elif rendered_ok and not whole_comparable and not system_moved:
-            result.status = VERIFIED  # every ingredient block reproduces; the whole hash cannot be taken
+        elif system_moved and variables_unknown:
+            result.status, result.missing = UNVERIFIABLE, ["template_variables"]
+        elif state != RAW and today.complete and not system_moved:
+            # every ingredient block reproduces; the messages were redacted, so the
+            # whole request cannot be hashed again
+            result.status = VERIFIED
         else:
             result.status = ROTTED
             result.detail.append("the request differs but no ingredient could be named")
         if self.keep_blocks:
-            self._keep(blocks, moved, pieces, params, system, current, docs, result)
+            self._keep(request, docs, today, moved, result)
 
-    def _document_moved(self, ref: DocRef, docs: Sequence[Mapping[str, Any]], recorded: Mapping[str, str]) -> bool:
+    def _document_moved(self, ref: DocRef, recorded: Mapping[str, tuple[str, str | None]]) -> bool:
         want = recorded.get(f"document:{ref.doc_id}")
-        if want is not None:
-            return self.renderer.document_sha256(ref.doc_id, ref.text) != want
-        doc = next(d for d in docs if d["doc_id"] == ref.doc_id)
-        if doc.get("text_sha256"):
-            return sha256_hex(ref.text) != doc["text_sha256"]
-        return False  # nothing recorded to compare with: not evidence of a change
+        if want is None:
+            return False  # nothing recorded to compare with: not evidence of a change
+        return not self.redaction.matches(want[0], want[1], self.renderer.document_canonical(ref.doc_id, ref.text))
 
     def _template_changed(
         self,
@@ -381,36 +395,47 @@ class Checker:
         template: TemplateVersion,
         docs: Sequence[Mapping[str, Any]],
         current: Sequence[DocRef],
-        recorded: Mapping[str, str],
+        recorded: Mapping[str, tuple[str, str | None]],
+        docs_usable: bool,
         notes: list[str],
     ) -> bool:
         """The system prompt moved: did the template change? Render it again with the
         documents as recorded; if that reproduces the recorded prompt, it did not."""
         name = f"template {template.template_id} {template.version}"
         as_recorded = tuple(DocRef(d["doc_id"], d.get("text"), d.get("score")) for d in docs)
-        if template.uses_documents and any(d.text is None for d in as_recorded):
+        if template.uses_documents and (not docs_usable or any(d.text is None for d in as_recorded)):
             # without the recorded texts the template cannot be rendered as it was
-            if any(ref.text is None or self._document_moved(ref, docs, recorded) for ref in current):
-                notes.append(f"system: document texts were not recorded, so a change to {name} cannot be told apart")
+            if any(ref.text is None or self._document_moved(ref, recorded) for ref in current):
+                notes.append(
+                    f"system: the documents moved and their recorded texts are not usable, so {name} cannot be judged"
+                )
                 return False
             notes.append(f"system: {name} renders differently than recorded")
             return True
         variables = call.get("template_variables_json")
         again = self.renderer.system(template, variables, as_recorded if template.uses_documents else ())
-        if again.canonical is not None:
-            want = recorded.get("system")
-            if self.redaction.is_keyed(call, "system"):
-                if self.redaction.keyed_sha256("system", again.canonical) == want:
-                    return False
-            elif again.sha256 == want:
-                return False
+        want = recorded.get("system")
+        if (
+            again.canonical is not None
+            and want is not None
+            and self.redaction.matches(want[0], want[1], again.canonical)
+        ):
+            return False
         notes.append(f"system: {name} renders differently than recorded")
         return True
 
-    def _keep(self, blocks, moved, pieces, params, system: SystemRender | None, current, docs, result) -> None:
+    def _keep(
+        self,
+        request: Mapping[str, Any],
+        docs: Sequence[Mapping[str, Any]],
+        today: _Rerendered,
+        moved: Mapping[str, str],
+        result: RotCheck,
+    ) -> None:
         """Recorded and re-rendered values of the moved blocks, for diffs."""
+        blocks = request_blocks(request)
         recorded_docs = {d["doc_id"]: d.get("text") for d in docs}
-        current_docs = {d.doc_id: d.text for d in current}
+        current_docs = {d.doc_id: d.text for d in today.current}
         for block in moved:
             if block.startswith("document:"):
                 doc_id = block.removeprefix("document:")
@@ -419,8 +444,8 @@ class Checker:
                 continue
             result.recorded_blocks[block] = blocks.get(block)
             if block == "system":
-                result.rerendered_blocks[block] = system.text if system else None
+                result.rerendered_blocks[block] = today.system.text if today.system else None
             elif block == "params":
-                result.rerendered_blocks[block] = {k: v for k, v in params.items() if v is not None} or None
+                result.rerendered_blocks[block] = today.params or None
             else:
-                result.rerendered_blocks[block] = json.loads(pieces[block]) if block in pieces else None
+                result.rerendered_blocks[block] = json.loads(today.pieces[block]) if block in today.pieces else None

@@ -106,10 +106,10 @@ class Renderer:
             found = self._canonical[(kind, key)] = canonical_json(value)
         return found
 
-    def document_sha256(self, doc_id: str, text: str) -> str:
-        """The ``document:<doc_id>`` block hash of a document text."""
+    def document_canonical(self, doc_id: str, text: str) -> str:
+        """Canonical JSON of the ``document:<doc_id>`` block of a document text."""
         key = (doc_id, text)
         found = self._documents.get(key)
         if found is None:
-            found = self._documents[key] = sha256_hex(canonical_json(document_block(doc_id, text)))
+            found = self._documents[key] = canonical_json(document_block(doc_id, text))
         return found
