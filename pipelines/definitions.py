@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ingest
+from assets import ingest, quality
 from pipelines.jobs import jobs
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
@@ -15,7 +15,7 @@ def build(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings.from_env()
     return dg.Definitions(
         assets=[ingest.raw_traces, ingest.traces],
-        asset_checks=[],
+        asset_checks=quality.checks,
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,

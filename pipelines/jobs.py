@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import dagster as dg
 
-from pipelines.partitions import daily
-
 STAGES = ("ingest",)
 
 stage_jobs = {
     stage: dg.define_asset_job(
         stage,
         selection=dg.AssetSelection.groups(stage),
-        partitions_def=daily,
         description=f"The {stage} stage for one day.",
     )
     for stage in STAGES
@@ -20,7 +17,6 @@ stage_jobs = {
 nightly = dg.define_asset_job(
     "nightly",
     selection=dg.AssetSelection.groups(*STAGES),
-    partitions_def=daily,
     description="Every stage for one day, in order: " + " -> ".join(STAGES) + ".",
 )
 jobs = [*stage_jobs.values(), nightly]

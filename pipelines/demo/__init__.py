@@ -59,8 +59,9 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode()
 
 
-def day_objects(day: date, calls: int, seed: int, people: list[Customer]) -> dict[str, bytes]:
-    """Every object one day produces: key -> uncompressed bytes."""
+def day_objects(day: date, calls: int, seed: int, people: list[Customer]) -> tuple[dict[str, bytes], int, int]:
+    """Every object one day produces (key -> uncompressed bytes), with the
+    number of model calls and agent sessions in them."""
     rng = random.Random(f"{seed}:{day.isoformat()}")
     answers: dict[int, list[dict]] = defaultdict(list)
     triage: dict[int, list[dict]] = defaultdict(list)
@@ -74,9 +75,12 @@ def day_objects(day: date, calls: int, seed: int, people: list[Customer]) -> dic
         when = _when(rng, day)
         triage[when.hour].append(support.triage_call(rng, _customer(rng, people), when, f"{rng.getrandbits(128):032x}"))
     agent_calls = calls - round(calls * ANSWER_SHARE) - round(calls * TRIAGE_SHARE)
-    for _ in range(max(1, round(agent_calls / CALLS_PER_SESSION)) if agent_calls > 0 else 0):
+    made = round(calls * ANSWER_SHARE) + round(calls * TRIAGE_SHARE)
+    session_count = max(1, round(agent_calls / CALLS_PER_SESSION)) if agent_calls > 0 else 0
+    for _ in range(session_count):
         when = _when(rng, day)
         events = agent.session_events(rng, _customer(rng, people), when, f"{rng.getrandbits(128):032x}")
+        made += sum(e["event_type"] == "llm.call" for e in events)
         sessions[when.hour].append(events)
 
     ymd = f"{day:%Y/%m/%d}"
@@ -97,7 +101,7 @@ def day_objects(day: date, calls: int, seed: int, people: list[Customer]) -> dic
         for i in range(0, len(hour_sessions), per_object):
             lines = [e for events in hour_sessions[i : i + per_object] for e in events]
             objects[f"{hive}/agent/{hour:02d}-{i // per_object:03d}.jsonl"] = _jsonl(lines)
-    return objects
+    return objects, made, session_count
 
 
 def generate(
@@ -110,18 +114,19 @@ def generate(
     endpoint_url: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> DemoSummary:
-    """Write ``days`` days ending on ``end`` (inclusive) of ``calls`` calls each."""
+    """Write ``days`` days ending on ``end`` (inclusive) of about ``calls``
+    calls each (agent sessions vary in length, so the count is approximate)."""
     people = population(seed)
     writer = ObjectWriter(out, endpoint_url)
     summary = DemoSummary(source=out, stores=stores_out or "")
     day_list = [end - timedelta(days=i) for i in reversed(range(days))]
     for n, day in enumerate(day_list, start=1):
-        objects = day_objects(day, calls, seed, people)
+        objects, made, session_count = day_objects(day, calls, seed, people)
         for key, data in objects.items():
             summary.bytes_written += writer.put(key, data)
         summary.objects += len(objects)
-        summary.calls += calls
-        summary.sessions += sum(data.count(b'"session.start"') for key, data in objects.items() if "/agent/" in key)
+        summary.calls += made
+        summary.sessions += session_count
         summary.days.append(day)
         if progress:
             progress(day.isoformat(), n, len(day_list))

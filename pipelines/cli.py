@@ -1,0 +1,204 @@
+"""The `tracelake` command."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+app = typer.Typer(help="Keep, clean and replay production LLM traces.", no_args_is_help=True, add_completion=False)
+console = Console(stderr=True)
+out = Console()
+
+
+# INFO, not DEBUG: the assets' progress lines without every engine event
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+
+
+def _yesterday() -> date:
+    return datetime.now(UTC).date() - timedelta(days=1)
+
+
+def _days(first: date, last: date) -> list[date]:
+    if last < first:
+        raise typer.BadParameter(f"--to {last} is before --date {first}")
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+
+
+def _instance():
+    """The Dagster instance runs are recorded in: $DAGSTER_HOME, else the
+    project's dagster.yaml (so `make ui` shows CLI runs), else a throwaway one."""
+    import dagster as dg
+
+    if os.environ.get("DAGSTER_HOME"):
+        return dg.DagsterInstance.get()
+    if Path("dagster.yaml").exists():
+        return dg.DagsterInstance.from_config(str(Path.cwd()))
+    return dg.DagsterInstance.ephemeral()
+
+
+@app.command("demo-data")
+def demo_data(
+    out_uri: str = typer.Option(None, "--out", help="Folder or s3://bucket/prefix (default: TRACELAKE_SOURCE)"),
+    calls: int = typer.Option(2000, help="Model calls per day"),
+    days: int = typer.Option(3, help="Number of days, ending on --end"),
+    seed: int = typer.Option(7, help="Random seed: the same seed writes the same bytes"),
+    end: str = typer.Option(None, help="Last day, YYYY-MM-DD (default: yesterday, UTC)"),
+    stores: str = typer.Option(None, help="Where to write the ingredient stores (default: TRACELAKE_STORES)"),
+) -> None:
+    """Write realistic synthetic traces (and the stores they were rendered from)."""
+    from pipelines.demo import generate
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env()
+    last = date.fromisoformat(end) if end else _yesterday()
+    target = out_uri or settings.source_uri
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
+        task = progress.add_task("generating days", total=days)
+
+        def advance(day: str, n: int, total: int) -> None:
+            progress.update(task, completed=n, description=f"generated {day}")
+
+        summary = generate(
+            target,
+            calls,
+            days,
+            seed,
+            last,
+            stores_out=stores or settings.stores_uri,
+            endpoint_url=settings.endpoint_url,
+            progress=advance,
+        )
+    console.print(
+        f"[green]wrote[/] {summary.objects} objects ({summary.bytes_written / 1e6:.1f} MB), "
+        f"{summary.calls} calls, {summary.sessions} agent sessions for {summary.days[0]}..{summary.days[-1]} "
+        f"to {target}; stores in {summary.stores or '(not written)'}"
+    )
+
+
+@app.command()
+def demo(
+    calls: int = typer.Option(2000, help="Model calls per day"),
+    days: int = typer.Option(3, help="Days of traces, ending yesterday (UTC)"),
+    seed: int = typer.Option(7, help="Random seed"),
+) -> None:
+    """Generate demo traces, run the nightly job on each day, and show what was produced."""
+    last = _yesterday()
+    demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
+    run(stage="nightly", day=(last - timedelta(days=days - 1)).isoformat(), to=last.isoformat())
+    tables()
+    out.print(
+        "\nTry a query:\n"
+        '  tracelake sql "SELECT service, count(*) AS calls, avg(latency_ms) AS avg_ms, '
+        'sum(usage.cost_usd) AS usd FROM calls GROUP BY service"\n'
+        "Open the Dagster UI with: make ui"
+    )
+
+
+@app.command()
+def run(
+    stage: str = typer.Argument(..., help="ingest, retention, rot, ... or nightly for all stages in order"),
+    day: str = typer.Option(None, "--date", help="YYYY-MM-DD (default: yesterday, UTC)"),
+    to: str = typer.Option(None, "--to", help="Run every day from --date to this day, inclusive"),
+) -> None:
+    """Materialize a stage for a day (or a range of days) in-process, with the same resources as Dagster."""
+    from pipelines.definitions import defs
+    from pipelines.jobs import jobs
+
+    names = [j.name for j in jobs]
+    if stage not in names:
+        raise typer.BadParameter(f"unknown stage {stage!r}; choose one of: {', '.join(names)}")
+    first = date.fromisoformat(day) if day else _yesterday()
+    days = _days(first, date.fromisoformat(to) if to else first)
+    job = defs.resolve_job_def(stage)
+    instance = _instance()
+    failed = []
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
+        task = progress.add_task(f"{stage}", total=len(days))
+        for d in days:
+            progress.update(task, description=f"{stage} {d}")
+            result = job.execute_in_process(
+                partition_key=d.isoformat(), instance=instance, raise_on_error=False, run_config=QUIET
+            )
+            if not result.success:
+                failed.append(d)
+            progress.advance(task)
+    if failed:
+        console.print(f"[red]{stage} failed for {', '.join(map(str, failed))}[/]; the run log above says why")
+        raise typer.Exit(1)
+    console.print(f"[green]{stage}[/] done for {days[0]}..{days[-1]}")
+
+
+@app.command()
+def tables() -> None:
+    """List the warehouse tables with their row counts, versions and locations."""
+    import polars as pl
+
+    from pipelines.record.schema import TABLES
+    from pipelines.settings import Settings
+
+    warehouse = Settings.from_env().warehouse()
+    table = Table(title=f"tracelake warehouse: {warehouse.uri}")
+    for column in ("table", "rows", "version", "location"):
+        table.add_column(column, justify="right" if column in ("rows", "version") else "left")
+    for name in TABLES:
+        delta = warehouse.table(name)
+        if delta is None:
+            table.add_row(name, "-", "-", "(not written yet)")
+            continue
+        rows = warehouse.scan(name).select(pl.len()).collect().item()
+        table.add_row(name, f"{rows:,}", str(delta.version()), warehouse.table_uri(name))
+    out.print(table)
+
+
+@app.command()
+def sql(
+    query: str = typer.Argument(..., help='e.g. "SELECT service, count(*) FROM calls GROUP BY service"'),
+    limit: int = typer.Option(50, help="Rows to print"),
+    output: str = typer.Option("table", "--format", help="table, csv or json"),
+) -> None:
+    """Run SQL over the warehouse tables (polars SQL; every table is registered by name)."""
+    import polars as pl
+
+    from pipelines.record.schema import TABLES
+    from pipelines.settings import Settings
+
+    warehouse = Settings.from_env().warehouse()
+    context = pl.SQLContext({name: warehouse.scan(name) for name in TABLES}, eager=False)
+    try:
+        frame = context.execute(query).collect()
+    except pl.exceptions.PolarsError as e:
+        console.print(f"[red]query failed:[/] {e}")
+        raise typer.Exit(2) from None
+    if output == "csv":
+        sys.stdout.write(frame.head(limit).write_csv())
+    elif output == "json":
+        sys.stdout.write(frame.head(limit).write_json() + "\n")
+    else:
+        with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
+            out.print(str(frame.head(limit)))
+        console.print(f"{frame.height} rows")
+
+
+@app.command("frozen-call-schema")
+def frozen_call_schema() -> None:
+    """Print the JSON Schema of frozen-call JSON v1 (published as pipelines/formats/frozen_call_v1.schema.json)."""
+    import json
+
+    from pipelines.formats.frozen_call import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
+
+
+def main() -> None:  # pragma: no cover - console script entry
+    app()

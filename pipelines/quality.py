@@ -1,0 +1,225 @@
+"""Data-quality suites for the ingest tables, run with Great Expectations.
+
+Each suite validates the identity, hash, time and count columns of one day of
+a table. Text columns never go to Great Expectations, and results carry
+counts, not values: a failed expectation says which rule and how many rows,
+never what the rows held.
+
+A few rules span columns or tables (token totals, "every llm.call event has a
+call row"); they are computed as a boolean column first and then validated
+like any other column, so every rule shows up in one report.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import lru_cache
+from typing import Any
+
+import polars as pl
+
+HASH = r"^[0-9a-f]{64}$"
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    rule: str
+    column: str
+    passed: bool
+    unexpected: int
+
+
+@dataclass
+class QualityReport:
+    table: str
+    rows: int
+    results: list[RuleResult] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def failures(self) -> list[RuleResult]:
+        return [r for r in self.results if not r.passed]
+
+    def markdown(self) -> str:
+        lines = ["| rule | column | passed | unexpected rows |", "|---|---|---|---|"]
+        lines += [
+            f"| {r.rule} | {r.column} | {'yes' if r.passed else '**no**'} | {r.unexpected} |" for r in self.results
+        ]
+        return "\n".join(lines)
+
+
+def _token_total_consistent() -> pl.Expr:
+    usage = pl.col("usage")
+    parts = [usage.struct.field(f).fill_null(0) for f in ("input_tokens", "output_tokens")]
+    cache = [usage.struct.field(f).fill_null(0) for f in ("cache_read_input_tokens", "cache_write_input_tokens")]
+    total = usage.struct.field("total_tokens")
+    # sources differ on whether input_tokens already includes cache tokens: accept either sum
+    return (
+        total.is_null() | (total == pl.sum_horizontal(parts + cache)) | (total == pl.sum_horizontal(parts))
+    ).fill_null(True)
+
+
+def _calls_frame(frame: pl.DataFrame, _: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    return frame.select(
+        "call_id",
+        "trace_id",
+        "span_id",
+        "request_sha256",
+        "rendered_request_sha256",
+        "occurred_at",
+        _token_total_consistent().alias("token_total_consistent"),
+        (pl.col("occurred_date") == pl.col("occurred_at").dt.date()).alias("date_matches_time"),
+    )
+
+
+def _spans_frame(frame: pl.DataFrame, others: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    call_ids = others.get("calls", pl.DataFrame({"call_id": []}, schema={"call_id": pl.String}))["call_id"]
+    is_llm = pl.col("kind") == "llm_call"
+    return frame.select(
+        "span_key",
+        "trace_id",
+        "kind",
+        "occurred_at",
+        (~is_llm | pl.col("call_id").is_in(call_ids.implode())).alias("llm_call_has_call_row"),
+    )
+
+
+def _traces_frame(frame: pl.DataFrame, _: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    return frame.select(
+        "trace_id",
+        "started_at",
+        "ended_at",
+        (pl.col("call_count") <= pl.col("span_count")).alias("calls_within_spans"),
+    )
+
+
+def _ingest_log_frame(frame: pl.DataFrame, _: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    accounted = pl.col("records_ingested") + pl.col("records_quarantined")
+    return frame.select("source_key", "etag", "status", "records_read", accounted.alias("records_accounted"))
+
+
+def _quarantine_frame(frame: pl.DataFrame, _: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    return frame.select("quarantine_id", "source_key", "error_class", "message", "line")
+
+
+def _expectations(table: str, now: datetime) -> list[Any]:
+    import great_expectations as gx
+
+    e = gx.expectations
+    latest = now + timedelta(days=1)
+    in_time = {"min_value": EARLIEST, "max_value": latest}
+    suites: dict[str, list[Any]] = {
+        "calls": [
+            e.ExpectColumnValuesToNotBeNull(column="call_id"),
+            e.ExpectColumnValuesToBeUnique(column="call_id"),
+            e.ExpectColumnValuesToNotBeNull(column="trace_id"),
+            e.ExpectColumnValuesToNotBeNull(column="span_id"),
+            e.ExpectColumnValuesToMatchRegex(column="request_sha256", regex=HASH),
+            e.ExpectColumnValuesToMatchRegex(column="rendered_request_sha256", regex=HASH),
+            e.ExpectColumnValuesToBeBetween(column="occurred_at", **in_time),
+            e.ExpectColumnValuesToBeInSet(column="token_total_consistent", value_set=[True]),
+            e.ExpectColumnValuesToBeInSet(column="date_matches_time", value_set=[True]),
+        ],
+        "spans": [
+            e.ExpectColumnValuesToNotBeNull(column="span_key"),
+            e.ExpectColumnValuesToBeUnique(column="span_key"),
+            e.ExpectColumnValuesToNotBeNull(column="trace_id"),
+            e.ExpectColumnValuesToBeInSet(
+                column="kind",
+                value_set=[
+                    "llm_call",
+                    "tool",
+                    "retrieval",
+                    "think",
+                    "state",
+                    "session_start",
+                    "session_end",
+                    "check",
+                    "evaluation",
+                    "agent",
+                    "chain",
+                    "other",
+                ],
+            ),
+            e.ExpectColumnValuesToBeBetween(column="occurred_at", **in_time),
+            e.ExpectColumnValuesToBeInSet(column="llm_call_has_call_row", value_set=[True]),
+        ],
+        "traces": [
+            e.ExpectColumnValuesToNotBeNull(column="trace_id"),
+            e.ExpectColumnValuesToBeUnique(column="trace_id"),
+            e.ExpectColumnPairValuesAToBeGreaterThanB(column_A="ended_at", column_B="started_at", or_equal=True),
+            e.ExpectColumnValuesToBeInSet(column="calls_within_spans", value_set=[True]),
+        ],
+        "ingest_log": [
+            e.ExpectCompoundColumnsToBeUnique(column_list=["source_key", "etag"]),
+            e.ExpectColumnPairValuesToBeEqual(column_A="records_read", column_B="records_accounted"),
+            e.ExpectColumnValuesToBeInSet(column="status", value_set=["ok", "partial", "failed"]),
+        ],
+        "quarantine": [
+            e.ExpectColumnValuesToBeUnique(column="quarantine_id"),
+            e.ExpectColumnValuesToNotBeNull(column="error_class"),
+            e.ExpectColumnValuesToNotBeNull(column="message"),
+            e.ExpectColumnValuesToBeBetween(column="line", min_value=1),
+        ],
+    }
+    return suites[table]
+
+
+FRAMES: dict[str, Callable[[pl.DataFrame, dict[str, pl.DataFrame]], pl.DataFrame]] = {
+    "calls": _calls_frame,
+    "spans": _spans_frame,
+    "traces": _traces_frame,
+    "ingest_log": _ingest_log_frame,
+    "quarantine": _quarantine_frame,
+}
+
+
+@lru_cache(maxsize=1)
+def _context():
+    # Great Expectations takes seconds to import: only pay for it when validating
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context = gx.get_context(mode="ephemeral")
+    context.variables.progress_bars = ProgressBarsConfig(globally=False)
+    return context, context.data_sources.add_pandas(name="tracelake")
+
+
+def _rule_name(expectation: Any) -> str:
+    return type(expectation).__name__.removeprefix("Expect")
+
+
+def validate(
+    table: str, frame: pl.DataFrame, others: dict[str, pl.DataFrame] | None = None, now: datetime | None = None
+) -> QualityReport:
+    """Validate one table's rows (usually one day) with its suite."""
+    checked = FRAMES[table](frame, others or {})
+    report = QualityReport(table=table, rows=checked.height)
+    if checked.is_empty():
+        return report
+    context, source = _context()
+    name = f"{table}-{id(checked)}"
+    batch = (
+        source.add_dataframe_asset(name=name)
+        .add_batch_definition_whole_dataframe("all")
+        .get_batch(batch_parameters={"dataframe": checked.to_pandas()})
+    )
+    try:
+        for expectation in _expectations(table, now or datetime.now(UTC)):
+            result = batch.validate(expectation, result_format="BASIC")
+            kwargs = expectation.configuration.kwargs
+            named = [kwargs[k] for k in ("column", "column_A", "column_B", "column_list") if k in kwargs]
+            column = ",".join(",".join(n) if isinstance(n, list) else str(n) for n in named)
+            unexpected = int((result.result or {}).get("unexpected_count") or 0)
+            report.results.append(RuleResult(_rule_name(expectation), column, bool(result.success), unexpected))
+    finally:
+        source.delete_asset(name)
+    return report

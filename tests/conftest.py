@@ -1,0 +1,47 @@
+"""Shared fixtures: a real S3 server on loopback, buckets, and settings that
+point the pipeline at tmp folders or at that server."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import boto3
+import dagster as dg
+import pytest
+
+# boto3 and delta-rs read credentials from the environment; moto accepts any
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+os.environ.pop("AWS_ENDPOINT_URL", None)
+os.environ.pop("AWS_PROFILE", None)
+
+from tests.environments import S3  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """moto's S3 as a real HTTP server on loopback: boto3 and delta-rs (Rust) both talk to it."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3(moto_endpoint: str) -> S3:
+    """A fresh bucket on the loopback S3 server."""
+    bucket = f"tl-{uuid.uuid4().hex[:12]}"
+    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=bucket)
+    return S3(moto_endpoint, bucket)
+
+
+@pytest.fixture
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as inst:
+        yield inst
