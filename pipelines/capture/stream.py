@@ -14,7 +14,7 @@ class MessageAccumulator:
         self._partial_json: dict[int, str] = {}
 
     def add(self, event: Any) -> None:
-        e = event.model_dump() if hasattr(event, "model_dump") else dict(event)
+        e = event.model_dump(exclude_none=True) if hasattr(event, "model_dump") else dict(event)
         kind = e.get("type")
         if kind == "message_start":
             self.message = dict(e.get("message") or {})

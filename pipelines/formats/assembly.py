@@ -31,6 +31,8 @@ from pipelines.record.rows import finalize_call
 
 # Columns a content fragment may fill when the span did not carry them.
 CONTENT_COLUMNS = (
+    "user_id",
+    "session_id",
     "request_model",
     "params",
     "params_extra_json",
