@@ -11,9 +11,11 @@ import polars as pl
 
 from assets.reporting import merge_metadata, preview
 from pipelines.partitions import daily, day_of
+from pipelines.redact.keys import KeyRing
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore, load_ingredients
 from pipelines.resources.warehouse import Warehouse
 from pipelines.rot.check import CALL_COLUMNS, STATUSES, Checker
+from pipelines.rot.redaction import RedactionView, audits_from_rows
 from pipelines.rot.table import latest_status, rate_jumps, rot_rates, rot_rows
 
 HISTORY_DAYS = 7
@@ -24,6 +26,18 @@ def _checked_at(context: dg.AssetExecutionContext) -> datetime:
     record = context.instance.get_run_record_by_id(context.run.run_id)
     when = record.create_timestamp if record is not None else datetime.now(UTC)
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
+def _redaction(warehouse: Warehouse, day) -> RedactionView:
+    """How the day's calls were redacted, and the keys to compare keyed hashes
+    (and decrypt encrypt-mode values) with."""
+    audit = warehouse.read(
+        "redaction_audit",
+        (pl.col("occurred_date") == day) & (pl.col("source_table") == "calls"),
+        ["call_id", "mode", "fields", "hash_key_id", "replacements"],
+    )
+    # TRACELAKE_HASH_KEY / TRACELAKE_REDACTION_KEY(S), as redaction reads them
+    return RedactionView(audits_from_rows(audit.iter_rows(named=True)), keys=KeyRing.from_env())
 
 
 def _markdown(frame: pl.DataFrame) -> dg.MetadataValue:
@@ -52,11 +66,13 @@ def rot_checks(
     calls = warehouse.read("calls", pl.col("occurred_date") == day, list(CALL_COLUMNS))
     versions = calls.select("template_id", "template_version").drop_nulls().unique().iter_rows()
     ingredients = load_ingredients(template_store, document_store, model_alias_store, params_store, versions)
-    checks = Checker(ingredients, checked_at).check_all(calls.iter_rows(named=True))
+    checker = Checker(ingredients, checked_at, redaction=_redaction(warehouse, day))
+    checks = checker.check_all(calls.iter_rows(named=True))
     rows = rot_rows(checks, ingredients, checked_at, context.run.run_id)
     result = warehouse.merge("rot_checks", rows, partitions=[checked_at.date()])
 
     statuses = Counter(r["status"] for r in rows)
+    bases = Counter(r["basis"] for r in rows)
     components = Counter(c for r in rows for c in r["components"])
     context.log.info(
         f"{day}: {len(rows)} calls checked against index {ingredients.index_snapshot}: "
@@ -74,6 +90,7 @@ def rot_checks(
             "calls_checked": len(rows),
             **{f"calls_{s}": statuses[s] for s in STATUSES},
             "components": dg.MetadataValue.json(dict(components.most_common())),
+            "basis": dg.MetadataValue.json(dict(bases.most_common())),
             "index_snapshot": ingredients.index_snapshot,
             "rot_rate_by_route": _markdown(rates.select("service", "checked", "rotted", "verified", "rot_rate"))
             if rates is not None

@@ -75,6 +75,7 @@ CALL_COLUMNS = (
     "retrieval",
     "context_complete",
     "truncated",
+    "flags",
 )
 REQUEST_KEYS = ("model", "system", "messages", "tools", "metadata")
 
@@ -300,7 +301,7 @@ class Checker:
         result: RotCheck,
     ) -> None:
         recorded = _recorded_hashes(call, request)
-        audit = self.redaction.audit(call) if state == REDACTED else None
+        redacted = state == REDACTED
         moved: dict[str, str] = {}  # block -> component ("" when the documents explain it)
         notes: list[str] = []
 
@@ -324,7 +325,9 @@ class Checker:
 
         system = today.system
         system_moved = False
-        variables_unknown = audit is not None and audit.touched("template_variables_json")
+        variables_unknown = (
+            redacted and bool(template and template.variables) and self.redaction.variables_redacted(call)
+        )
         if template is None:
             moved["system"] = "template_missing"
             notes.append(f"system: template {result.template_id} {result.template_version} is not in the store")
@@ -343,7 +346,7 @@ class Checker:
                 if variables_unknown:
                     notes.append("system: the template variables were redacted, so the template cannot be judged")
                 else:
-                    docs_usable = audit is None or not audit.touched("retrieval")
+                    docs_usable = not (redacted and self.redaction.documents_redacted(call))
                     if self._template_changed(call, template, docs, today.current, recorded, docs_usable, notes):
                         moved["system"] = "template_changed"
         # documents reach the request only through the system prompt
