@@ -259,3 +259,26 @@ def table_records(data: bytes, *, lines: bool) -> Iterator[RawRecord | Problem]:
     if is_parquet(data):
         return parquet_records(data)
     return json_records(data, lines=lines)
+
+
+# The `spans.kind` values the quality suite accepts; a source's own kinds map onto them.
+SPAN_KIND_VALUES = frozenset(
+    ("llm_call", "tool", "retrieval", "think", "state", "session_start", "session_end", "check", "evaluation")
+    + ("agent", "chain", "other")
+)
+SPAN_KIND_ALIASES = {
+    "reranker": "retrieval",
+    "guardrail": "check",
+    "evaluator": "evaluation",
+    "feedback": "evaluation",
+    "invoke_agent": "agent",
+    "create_agent": "agent",
+    "invoke_workflow": "chain",
+}
+
+
+def known_kind(kind: str | None) -> str:
+    """A source's span kind as one of ``SPAN_KIND_VALUES`` (the source's own word stays in the row's attributes)."""
+    kind = (kind or "other").lower()
+    kind = SPAN_KIND_ALIASES.get(kind, kind)
+    return kind if kind in SPAN_KIND_VALUES else "other"

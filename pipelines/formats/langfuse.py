@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pipelines.formats import genai_content as gc
-from pipelines.formats.base import Fragment, parse_time
+from pipelines.formats.base import Fragment, known_kind, parse_time
 from pipelines.record.anthropic_shape import message_row, normalize_finish_reason, request_columns
 from pipelines.record.canonical import canonical_json
 from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_call, new_span, span_for_call
@@ -200,7 +200,7 @@ def observation_rows(
     span = finalize_span(
         new_span(
             **common,
-            kind=SPAN_KINDS.get(kind, kind.lower()),
+            kind=known_kind(SPAN_KINDS.get(kind, kind)),
             name=obs.get("name"),
             status="error" if failed else "ok",
             tool_name=obs.get("name") if kind == "TOOL" else None,
@@ -280,7 +280,7 @@ def score_rows(score: Mapping[str, Any], source_format: str, source: Any, line: 
             source_uri=source.uri,
             source_etag=source.etag,
             source_line=line,
-            kind="feedback",
+            kind="evaluation",
             name=score.get("name"),
             occurred_at=at,
             status="ok",

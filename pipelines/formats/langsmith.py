@@ -23,7 +23,7 @@ from typing import Any
 
 from pipelines.formats import genai_content as gc
 from pipelines.formats import openinference
-from pipelines.formats.base import Fragment, Normalized, Problem, SourceRef, parse_time, table_records
+from pipelines.formats.base import Fragment, Normalized, Problem, SourceRef, known_kind, parse_time, table_records
 from pipelines.record.anthropic_shape import normalize_finish_reason, request_columns
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_call, new_span, span_for_call
@@ -204,7 +204,7 @@ def _run(value: dict[str, Any], source: SourceRef, line: int, out: Normalized) -
         finalize_span(
             new_span(
                 **common,
-                kind=SPAN_KINDS.get(run_type, run_type),
+                kind=known_kind(SPAN_KINDS.get(run_type, run_type)),
                 name=run.get("name"),
                 status="error" if failed else "ok",
                 tool_name=run.get("name") if run_type == "tool" else None,

@@ -23,7 +23,7 @@ from typing import Any
 
 from pipelines.formats import genai_content as gc
 from pipelines.formats import openinference, openllmetry, otel_genai, otlp
-from pipelines.formats.base import Fragment, Normalized, Problem, SourceRef
+from pipelines.formats.base import Fragment, Normalized, Problem, SourceRef, known_kind
 from pipelines.formats.otlp import OtlpLog, OtlpSpan
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_call, new_span, span_for_call
@@ -235,7 +235,7 @@ def span_row(span: OtlpSpan, fmt: str, kind: str, source: SourceRef) -> dict[str
             source_uri=source.uri,
             source_etag=source.etag,
             source_line=span.line,
-            kind=kind,
+            kind=known_kind(kind),
             name=span.name,
             occurred_at=span.start,
             ended_at=span.end,
@@ -292,7 +292,7 @@ def _log_rows(logs: list[OtlpLog], source: SourceRef) -> tuple[list[dict[str, An
                     source_uri=source.uri,
                     source_etag=source.etag,
                     source_line=log.line,
-                    kind="event",
+                    kind="other",  # a log record: its event name is the row name
                     name=log.event_name,
                     occurred_at=log.time,
                     status="ok",
