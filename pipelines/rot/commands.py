@@ -1,0 +1,112 @@
+"""`tracelake rot TRACE_OR_CALL_ID`: re-render a call (or every call of a trace)
+from today's stores now, print the verdict and, for what rotted, a diff of each
+moved block.
+
+Register on the main app with ``register(app)`` or ``app.command("rot")(rot_command)``.
+The check runs live (it does not read `rot_checks`), with the same stores,
+keys and code the nightly asset uses.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import typer
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.text import Text
+
+from pipelines.rot.check import ROTTED, VERIFIED, RotCheck
+from pipelines.rot.diff import block_diff
+
+STYLES = {"verified": "green", "rotted": "red", "impure": "yellow", "unverifiable": "magenta"}
+
+
+def render_check(check: RotCheck) -> Panel:
+    """One call's verdict, with a diff per moved block (a rich renderable)."""
+    style = STYLES.get(check.status, "white")
+    head = Text.assemble((check.status.upper(), f"bold {style}"))
+    if check.components:
+        head.append("  " + ", ".join(check.components))
+    if check.missing:
+        head.append("  missing: " + ", ".join(check.missing))
+    facts = [
+        ("call", check.call_id),
+        ("trace", check.trace_id),
+        ("route", check.service),
+        ("template", f"{check.template_id} {check.template_version}" if check.template_id else None),
+        ("index", check.index_snapshot),
+        ("model", f"{check.model_alias} -> {check.model_snapshot}" if check.model_alias else check.model_snapshot),
+        ("basis", check.basis),
+        ("replay", check.replay_fidelity),
+        ("recorded sha256", check.recorded_sha256),
+        ("re-rendered", check.rerendered_sha256),
+    ]
+    body: list = [head, Text("\n".join(f"{k:>16}  {v}" for k, v in facts if v), style="dim")]
+    body += [Text(f"  - {line}") for line in check.detail]
+    if check.status != VERIFIED:
+        for block in check.rotted_blocks:
+            diff = block_diff(block, check.recorded_blocks.get(block), check.rerendered_blocks.get(block))
+            if diff:
+                body.append(Syntax(diff, "diff", theme="ansi_dark", word_wrap=True))
+    return Panel(Group(*body), title=check.call_id[:16], border_style=style, expand=True)
+
+
+def rot_command(
+    target: str = typer.Argument(..., metavar="TRACE_OR_CALL_ID", help="A call id, or a trace id (all its calls)"),
+    day: str = typer.Option(None, "--date", help="The calls' day, YYYY-MM-DD: reads one partition instead of all"),
+) -> None:
+    """Re-render a call's ingredients today and say whether its request still reproduces."""
+    import polars as pl
+
+    from pipelines.redact.keys import KeyRing
+    from pipelines.resources.stores import load_ingredients
+    from pipelines.rot.check import CALL_COLUMNS, Checker
+    from pipelines.rot.redaction import RedactionView, audits_from_rows
+    from pipelines.rot.store_files import StoreFileError
+    from pipelines.settings import Settings
+
+    out = Console()
+    settings = Settings.from_env()
+    warehouse = settings.warehouse()
+    where = (pl.col("call_id") == target) | (pl.col("trace_id") == target)
+    if day:
+        try:
+            where = where & (pl.col("occurred_date") == datetime.strptime(day, "%Y-%m-%d").date())
+        except ValueError:
+            raise typer.BadParameter("expected YYYY-MM-DD", param_hint="--date") from None
+    calls = warehouse.read("calls", where, list(CALL_COLUMNS)).sort("call_id")
+    if calls.is_empty():
+        typer.echo(
+            f"error: no call or trace {target!r} in {warehouse.uri}; check the id, or ingest its day first "
+            "(tracelake run ingest --date YYYY-MM-DD)",
+            err=True,
+        )
+        raise typer.Exit(1)
+    stores = settings.ingredient_stores()
+    versions = calls.select("template_id", "template_version").drop_nulls().unique().iter_rows()
+    try:
+        ingredients = load_ingredients(
+            stores["template_store"],
+            stores["document_store"],
+            stores["model_alias_store"],
+            stores["params_store"],
+            versions,
+        )
+    except StoreFileError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    audit = warehouse.read("redaction_audit", pl.col("call_id").is_in(calls["call_id"].implode()))
+    view = RedactionView(audits_from_rows(audit.iter_rows(named=True)), keys=KeyRing.from_env())
+    checker = Checker(ingredients, datetime.now(UTC), redaction=view, keep_blocks=True)
+    checks = checker.check_all(calls.iter_rows(named=True))
+    for check in checks:
+        out.print(render_check(check))
+    if len(checks) > 1:
+        rotted = sum(c.status == ROTTED for c in checks)
+        out.print(f"{len(checks)} calls: {rotted} rotted, {sum(c.status == VERIFIED for c in checks)} verified")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rot")(rot_command)
