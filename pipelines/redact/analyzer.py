@@ -1,0 +1,273 @@
+"""The offline analyzer: text in, entity spans out.
+
+``TextAnalyzer`` wraps one presidio ``AnalyzerEngine`` built from
+``recognizers.build_recognizers`` over a blank spaCy pipeline (plus the NER
+model for natural-language fields when enabled). Around presidio it adds what
+trace content needs: a cheap pre-filter that skips recognizers a text cannot
+satisfy (no digits, no phone), chunking of very large fields, per-entity
+score thresholds, an allow list, and one non-overlapping span per region.
+
+Nothing here logs or raises with the analyzed text in it.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import phonenumbers
+from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+
+from pipelines.redact import nlp
+from pipelines.redact.context_enhancer import NearbyContextEnhancer
+from pipelines.redact.entities import (
+    CARD,
+    CNPJ,
+    CONTEXT,
+    CPF,
+    CREDENTIAL,
+    EMAIL,
+    ENTITIES,
+    IBAN,
+    IP,
+    PERSON,
+    PHONE,
+    SSN,
+    UNAMBIGUOUS,
+    UNAMBIGUOUS_WHEN_FORMATTED,
+)
+from pipelines.redact.recognizers import build_recognizers
+
+# presidio logs context words and matched tokens at debug level
+for _name in ("presidio-analyzer", "presidio-anonymizer"):
+    logging.getLogger(_name).setLevel(logging.WARNING)
+
+# Bumped whenever recognizers or their scoring change; stored in the audit.
+RECOGNIZERS_VERSION = "tracelake-redact-1"
+OVERLAP = 256  # characters shared by neighbouring chunks of a large field
+_DIGITS = str.maketrans("", "", "0123456789")
+# Entities whose recognizers use context words: only texts that may hold one
+# of them pay for tokenization.
+_CONTEXTUAL = frozenset(entity for entity, words in CONTEXT.items() if words)
+
+
+class Hit(NamedTuple):
+    start: int
+    end: int
+    entity: str
+    score: float
+
+
+class AnalysisError(Exception):
+    """Analysis failed. The message names the field and the failure class,
+    never the text."""
+
+
+@dataclass(frozen=True)
+class DetectorSettings:
+    """Everything an analyzer worker needs, in a picklable form."""
+
+    entities: tuple[str, ...] = ENTITIES
+    min_scores: dict[str, float] = field(default_factory=dict)
+    phone_regions: tuple[str, ...] = ("BR", "US", "GB")
+    ner: bool = False
+    allow_list: tuple[str, ...] = ()
+    chunk_chars: int = 100_000
+    # a JSON number must be a validated match, or have a context word in its key
+    number_min_score: float = 0.6
+
+
+@dataclass(frozen=True)
+class Request:
+    """One text to analyze. ``restricted`` limits the search to unambiguous
+    entities (values under id-like keys); ``number`` marks a JSON number."""
+
+    text: str
+    natural_language: bool = False
+    context: tuple[str, ...] = ()
+    restricted: bool = False
+    number: bool = False
+
+
+def detector_versions(ner: bool) -> dict[str, str]:
+    versions = {
+        "recognizers": RECOGNIZERS_VERSION,
+        "presidio-analyzer": importlib.metadata.version("presidio-analyzer"),
+        "spacy": importlib.metadata.version("spacy"),
+        "phonenumbers": importlib.metadata.version("phonenumbers"),
+    }
+    model = nlp.ner_model_version()
+    versions["ner"] = f"{nlp.NER_MODEL}=={model}" if ner and model else "off"
+    return versions
+
+
+def _chunks(text: str, size: int) -> list[tuple[int, str]]:
+    """Split at whitespace near ``size``, neighbours overlapping by OVERLAP
+    characters so an entity on a boundary is whole in one of them."""
+    out = []
+    start = 0
+    while start < len(text):
+        end = min(start + size, len(text))
+        if end < len(text):
+            cut = text.rfind("\n", start + size // 2, end)
+            if cut < 0:
+                cut = text.rfind(" ", start + size // 2, end)
+            end = cut + 1 if cut > 0 else end
+        out.append((start, text[start:end]))
+        if end >= len(text):
+            break
+        start = max(end - OVERLAP, start + 1)
+    return out
+
+
+def select_non_overlapping(hits: Sequence[Hit]) -> list[Hit]:
+    """Highest score first, then longest; a hit overlapping a kept one is dropped."""
+    kept: list[Hit] = []
+    for hit in sorted(hits, key=lambda h: (-h.score, -(h.end - h.start), h.start)):
+        if all(hit.end <= k.start or hit.start >= k.end for k in kept):
+            kept.append(hit)
+    return sorted(kept)
+
+
+class TextAnalyzer:
+    def __init__(self, settings: DetectorSettings | None = None):
+        self.settings = settings or DetectorSettings()
+        blank = nlp.PipelineNlpEngine(nlp.blank_pipeline())
+        self._blank = blank
+        self._ner = nlp.PipelineNlpEngine(nlp.ner_pipeline()) if self.settings.ner else None
+        self._empty = blank.empty_artifacts()
+        registry = RecognizerRegistry(
+            recognizers=build_recognizers(self.settings.phone_regions, self.settings.ner),
+            supported_languages=[nlp.LANGUAGE],
+        )
+        self.engine = AnalyzerEngine(
+            registry=registry,
+            nlp_engine=blank,
+            supported_languages=[nlp.LANGUAGE],
+            context_aware_enhancer=NearbyContextEnhancer(),
+        )
+        self._enabled = frozenset(self.settings.entities)
+        self._allow = {v.casefold() for v in self.settings.allow_list}
+
+    def versions(self) -> dict[str, str]:
+        return detector_versions(self.settings.ner)
+
+    def candidates(self, request: Request) -> list[str]:
+        """Entities the text could hold at all: skipping the rest is what makes
+        most trace text cheap (no digits: no phone, card, CPF...)."""
+        text = request.text
+        allowed = (*UNAMBIGUOUS, *UNAMBIGUOUS_WHEN_FORMATTED) if request.restricted else ENTITIES
+        digits = len(text) - len(text.translate(_DIGITS))
+        wanted = {CREDENTIAL}
+        if "@" in text:
+            wanted.add(EMAIL)
+        if digits >= 2:
+            wanted.add(CNPJ)
+        if digits >= 4 and ("." in text or ":" in text):
+            wanted.add(IP)
+        if digits >= 4:
+            wanted.add(IBAN)
+        if digits >= 8:
+            wanted.add(PHONE)
+        if digits >= 9:
+            wanted.add(SSN)
+        if digits >= 9:
+            wanted.add(CPF)
+        if digits >= 12:
+            wanted.add(CARD)
+        if request.natural_language and self._ner is not None and not request.number:
+            wanted.add(PERSON)
+        return [e for e in ENTITIES if e in wanted and e in allowed and e in self._enabled]
+
+    def analyze(self, request: Request) -> list[Hit]:
+        return self.analyze_many([request])[0]
+
+    def analyze_many(self, requests: Sequence[Request]) -> list[list[Hit]]:
+        """Analyze a batch; NER runs over the natural-language texts as one spaCy batch."""
+        ner_docs: dict[int, object] = {}
+        plans = [self.candidates(r) for r in requests]
+        if self._ner is not None:
+            ner_index = [
+                i
+                for i, (r, ents) in enumerate(zip(requests, plans, strict=True))
+                if PERSON in ents and len(r.text) <= self.settings.chunk_chars
+            ]
+            texts = (requests[i].text for i in ner_index)
+            for i, (_, artifacts) in zip(ner_index, self._ner.process_batch(texts, nlp.LANGUAGE), strict=True):
+                ner_docs[i] = artifacts
+        results = []
+        for i, (request, entities) in enumerate(zip(requests, plans, strict=True)):
+            try:
+                results.append(self._analyze(request, entities, ner_docs.get(i)))
+            except AnalysisError:
+                raise
+            except Exception as e:  # presidio messages may quote the text
+                raise AnalysisError(
+                    f"analyzing a {len(request.text)}-character text failed with {type(e).__name__}"
+                ) from None
+        return results
+
+    def _analyze(self, request: Request, entities: list[str], ner_artifacts) -> list[Hit]:
+        if not entities:
+            return []
+        text = request.text
+        if len(text) > self.settings.chunk_chars:
+            hits = []
+            for offset, chunk in _chunks(text, self.settings.chunk_chars):
+                part = Request(chunk, request.natural_language, request.context, request.restricted, request.number)
+                hits += [
+                    Hit(h.start + offset, h.end + offset, h.entity, h.score)
+                    for h in self._analyze(part, entities, None)
+                ]
+            return select_non_overlapping(set(hits))
+        artifacts = ner_artifacts
+        if artifacts is None:
+            if PERSON in entities:
+                artifacts = self._ner.process_text(text, nlp.LANGUAGE)
+            elif _CONTEXTUAL.intersection(entities):
+                artifacts = self._blank.process_text(text, nlp.LANGUAGE)
+            else:
+                artifacts = self._empty
+        found = self.engine.analyze(
+            text,
+            language=nlp.LANGUAGE,
+            entities=entities,
+            context=list(request.context) or None,
+            nlp_artifacts=artifacts,
+            score_threshold=0.0,
+        )
+        hits = [h for h in (self._hit(r, request) for r in found) if h is not None]
+        if not hits and request.number and request.context and PHONE in entities:
+            hits = self._international_phone(request)
+        return select_non_overlapping(hits)
+
+    def _international_phone(self, request: Request) -> list[Hit]:
+        """A JSON integer under a phone-like key, written without its "+" (5511987654321)."""
+        try:
+            number = phonenumbers.parse("+" + request.text, None)
+        except phonenumbers.NumberParseException:
+            return []
+        if not phonenumbers.is_valid_number(number):
+            return []
+        return [Hit(0, len(request.text), PHONE, 0.75)]
+
+    def _hit(self, result, request: Request) -> Hit | None:
+        text = request.text
+        min_score = self.settings.min_scores.get(result.entity_type, 0.5)
+        if request.number:
+            # a bare number is only an entity as a whole, and needs strong evidence
+            if result.start != 0 or result.end != len(text):
+                return None
+            if not request.context:
+                min_score = max(min_score, self.settings.number_min_score)
+        if result.score < min_score:
+            return None
+        if request.restricted and result.entity_type in UNAMBIGUOUS_WHEN_FORMATTED:
+            if text[result.start : result.end].isalnum():
+                return None
+        if self._allow and text[result.start : result.end].casefold() in self._allow:
+            return None
+        return Hit(result.start, result.end, result.entity_type, round(result.score, 4))

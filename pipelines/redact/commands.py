@@ -1,0 +1,86 @@
+"""`tracelake redact` and `tracelake unredact`: redact trace documents for a ticket.
+
+Register on the main app with ``register(app)``, or use ``app`` (a Typer with
+both commands) on its own. Input is a file or ``-`` (stdin) holding one JSON
+document, a JSON array, or JSON Lines, of any trace format; output, on
+stdout, has the same shape. Errors go to stderr and never quote the input.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pipelines.redact.documents import DocumentError, read_documents, write_documents
+from pipelines.redact.encryption import DecryptionError
+from pipelines.redact.keys import KeyRing, MissingKey
+from pipelines.redact.policy import PolicyError, load_policy
+from pipelines.redact.substitution import MODES
+
+app = typer.Typer(help="Redact or unredact trace documents.", no_args_is_help=True, add_completion=False)
+
+FILE_HELP = "A .json or .jsonl file of trace documents, or - for stdin"
+
+
+def _read(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    try:
+        return Path(file).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise typer.BadParameter(f"{file}: no such file", param_hint="FILE") from None
+    except UnicodeDecodeError:
+        raise typer.BadParameter(
+            f"{file}: not UTF-8 text (decompress .gz/.zst files first)", param_hint="FILE"
+        ) from None
+
+
+def _fail(message: str) -> None:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(2)
+
+
+def redact_command(
+    file: Annotated[str, typer.Argument(help=FILE_HELP)] = "-",
+    mode: Annotated[str, typer.Option(help=f"One of: {', '.join(MODES)}")] = "placeholder",
+    policy: Annotated[Path | None, typer.Option(help="Redaction policy YAML (default: the one shipped)")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Analyzer processes for large inputs")] = 1,
+) -> None:
+    """Redact PII in trace documents; the result has the same structure."""
+    from pipelines.redact.redactor import Redactor
+
+    if mode not in MODES:
+        raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--mode")
+    try:
+        documents = read_documents(_read(file))
+        with Redactor(load_policy(policy), mode, KeyRing.from_env(), workers) as redactor:
+            documents.items = redactor.redact_documents(documents.items)
+    except (DocumentError, PolicyError, MissingKey) as e:
+        _fail(str(e))
+    sys.stdout.write(write_documents(documents))
+
+
+def unredact_command(
+    file: Annotated[str, typer.Argument(help=FILE_HELP)] = "-",
+    policy: Annotated[Path | None, typer.Option(help="The policy the documents were redacted with")] = None,
+) -> None:
+    """Decrypt values redacted in encrypt mode (keys from TRACELAKE_REDACTION_KEY[S])."""
+    from pipelines.redact.unredact import unredact_documents
+
+    try:
+        documents = read_documents(_read(file))
+        documents.items = unredact_documents(documents.items, KeyRing.from_env(), policy=load_policy(policy))
+    except (DocumentError, PolicyError, MissingKey, DecryptionError) as e:
+        _fail(str(e))
+    sys.stdout.write(write_documents(documents))
+
+
+def register(target: typer.Typer) -> None:
+    target.command("redact")(redact_command)
+    target.command("unredact")(unredact_command)
+
+
+register(app)

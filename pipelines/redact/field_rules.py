@@ -1,0 +1,72 @@
+"""What the policy says about one field: public, sensitive, structural,
+natural language, and which context words its key name carries."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+
+from pipelines.redact.context_enhancer import context_forms
+from pipelines.redact.entities import VOCABULARY
+from pipelines.redact.policy import Policy
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+
+
+def snake(key: str) -> str:
+    """``traceId`` -> ``trace_id``; ``X-Api-Key`` -> ``x_api_key``."""
+    return _CAMEL.sub("_", key).replace("-", "_").replace(" ", "_").lower()
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    public: bool = False
+    sensitive: str | None = None  # the entity the whole value is
+    structural: bool = False
+    natural_language: bool = False
+    context: tuple[str, ...] = ()
+
+
+class _Globs:
+    def __init__(self, globs: tuple[str, ...]):
+        self.keys = tuple(g.lower() for g in globs if "." not in g)
+        self.paths = tuple(g.lower() for g in globs if "." in g)
+
+    def match(self, path: str, key: str) -> bool:
+        return any(fnmatchcase(key, g) for g in self.keys) or any(fnmatchcase(path, g) for g in self.paths)
+
+
+class FieldRules:
+    """Classifies a field by its path (``messages.parts.text``) and key (``text``).
+    Results are cached: a day of traces has few distinct paths."""
+
+    def __init__(self, policy: Policy):
+        rules = policy.fields
+        self._public = _Globs(rules.public)
+        self._sensitive = [(entity, _Globs(globs)) for entity, globs in rules.sensitive.items()]
+        self._structural = _Globs(rules.structural)
+        self._natural = _Globs(rules.natural_language)
+        self._cache: dict[str, FieldInfo] = {}
+
+    def info(self, path: str) -> FieldInfo:
+        found = self._cache.get(path)
+        if found is None:
+            found = self._cache[path] = self._classify(path)
+        return found
+
+    def _classify(self, path: str) -> FieldInfo:
+        key = path.rsplit(".", 1)[-1]
+        if not key:
+            return FieldInfo()
+        if self._public.match(path, key):
+            return FieldInfo(public=True)
+        for entity, globs in self._sensitive:
+            if globs.match(path, key):
+                return FieldInfo(sensitive=entity)
+        context = tuple(sorted(context_forms(key) & VOCABULARY))
+        return FieldInfo(
+            structural=self._structural.match(path, key),
+            natural_language=self._natural.match(path, key),
+            context=context,
+        )

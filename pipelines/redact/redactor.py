@@ -1,0 +1,383 @@
+"""The redactor: canonical rows or raw documents in, redacted ones out.
+
+Three passes over a batch:
+
+1. collect: walk every text-bearing field and gather what the analyzer must
+   see, deduplicated by (text, how to look at it): a system prompt or a
+   retrieved document repeated across thousands of calls is analyzed once,
+   and so is the same message in ``request_json`` and in ``messages``;
+2. analyze the texts not seen before in this redactor (in worker processes
+   for a large batch);
+3. apply, trace by trace: each detected value, and every other mention of a
+   value detected anywhere in the trace, is replaced by the trace's
+   substitution for it.
+
+For `calls` rows the request hash and the keyed block hashes are computed
+from the raw request before anything is replaced.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from pipelines.record import canonical
+from pipelines.record.rows import BOOKKEEPING
+from pipelines.redact import nlp
+from pipelines.redact.analyzer import DetectorSettings, Hit, Request, detector_versions
+from pipelines.redact.audit import AuditContext, RecordTally, audit_row
+from pipelines.redact.block_hashes import raw_block_hashes
+from pipelines.redact.field_rules import FieldInfo, FieldRules
+from pipelines.redact.keys import KeyRing
+from pipelines.redact.policy import Policy, load_policy
+from pipelines.redact.pool import AnalyzerPool
+from pipelines.redact.row_fields import walk_row
+from pipelines.redact.substitution import TraceSubstitutions, check_mode, normalize
+from pipelines.redact.walker import JsonWalker
+
+REDACTED_FLAG = "redacted"
+HASH_MISMATCH_FLAG = "request_hash_mismatch"
+# shorter values are not looked for elsewhere in the trace ("Ana" inside "Banana")
+MIN_PROPAGATED_CHARS = 4
+CACHE_LIMIT = 500_000
+
+
+@dataclass
+class RedactionResult:
+    calls: list[dict[str, Any]]
+    spans: list[dict[str, Any]]
+    audit: list[dict[str, Any]]
+    # counts only (texts seen, distinct, analyzed, replacements): safe to log
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Item:
+    """One row or document, with the trace its replacements are consistent within."""
+
+    scope: str
+    walk: Callable[[Any], Any]
+    requests: set[Request] = field(default_factory=set)
+    sensitive: set[tuple[str, str]] = field(default_factory=set)
+    result: Any = None
+    tally: RecordTally = field(default_factory=RecordTally)
+
+
+def ner_enabled(policy: Policy, override: bool | None = None) -> bool:
+    if override is not None:
+        wanted = override
+    elif policy.ner.enabled == "auto":
+        wanted = nlp.ner_model_version() is not None
+    else:
+        wanted = policy.ner.enabled == "on"
+    if wanted and nlp.ner_model_version() is None:
+        nlp.ner_pipeline()  # raises with what to install
+    return wanted
+
+
+def detector_settings(policy: Policy, ner: bool) -> DetectorSettings:
+    return DetectorSettings(
+        entities=policy.enabled_entities(),
+        min_scores={entity: policy.rule(entity).min_score for entity in policy.enabled_entities()},
+        phone_regions=tuple(policy.phone_regions),
+        ner=ner,
+        allow_list=tuple(policy.allow_list),
+        chunk_chars=policy.large_field_chars,
+    )
+
+
+def _request(value: str, info: FieldInfo, number: bool = False) -> Request:
+    return Request(value, info.natural_language and not number, info.context, info.structural, number)
+
+
+class _Collect:
+    def __init__(self, item: _Item):
+        self.item = item
+        self.seen = 0
+
+    def text(self, value: str, path: str, info: FieldInfo) -> None:
+        self.seen += 1
+        if info.sensitive is not None:
+            if value.strip():
+                self.item.sensitive.add((value, info.sensitive))
+        elif value.strip():
+            self.item.requests.add(_request(value, info))
+
+    def number(self, value: int, path: str, info: FieldInfo) -> None:
+        self.seen += 1
+        if info.sensitive is not None:
+            self.item.sensitive.add((str(value), info.sensitive))
+        elif not info.structural:
+            self.item.requests.add(_request(str(value), info, number=True))
+
+
+class _Apply:
+    def __init__(
+        self,
+        item: _Item,
+        subs: TraceSubstitutions,
+        hits: dict[Request, list[Hit]],
+        known: list[tuple[str, str]],
+    ):
+        self.item = item
+        self.subs = subs
+        self.hits = hits
+        self.known = known
+        self.exact = dict(known)
+
+    def _replace(self, entity: str, value: str, path: str, number: bool = False) -> str | int:
+        self.item.tally.add(entity, normalize(entity, value), path)
+        return self.subs.replace(entity, value, number=number)
+
+    def text(self, value: str, path: str, info: FieldInfo) -> str | None:
+        if not value.strip():
+            return None
+        if info.sensitive is not None:
+            return str(self._replace(info.sensitive, value, path))
+        found = list(self.hits.get(_request(value, info), ()))
+        if not info.structural:
+            found += _mentions(value, self.known, found)
+        if not found:
+            return None
+        out, last = [], 0
+        for hit in sorted(found):
+            out.append(value[last : hit.start])
+            out.append(str(self._replace(hit.entity, value[hit.start : hit.end], path)))
+            last = hit.end
+        out.append(value[last:])
+        return "".join(out)
+
+    def number(self, value: int, path: str, info: FieldInfo) -> str | int | None:
+        text = str(value)
+        if info.sensitive is not None:
+            return self._replace(info.sensitive, text, path, number=True)
+        if info.structural:
+            return None
+        for hit in self.hits.get(_request(text, info, number=True), ()):
+            return self._replace(hit.entity, text, path, number=True)
+        entity = self.exact.get(text)
+        return None if entity is None else self._replace(entity, text, path, number=True)
+
+
+def _mentions(text: str, known: list[tuple[str, str]], taken: list[Hit]) -> list[Hit]:
+    """Other mentions of values detected elsewhere in the trace, whole words only."""
+    found: list[Hit] = []
+    for value, entity in known:
+        start = text.find(value)
+        while start >= 0:
+            end = start + len(value)
+            whole = (start == 0 or not (text[start - 1].isalnum() and value[0].isalnum())) and (
+                end == len(text) or not (text[end].isalnum() and value[-1].isalnum())
+            )
+            if whole and all(end <= h.start or start >= h.end for h in (*taken, *found)):
+                found.append(Hit(start, end, entity, 1.0))
+            start = text.find(value, end)
+    return found
+
+
+def _trace_scope(document: Any) -> str:
+    if isinstance(document, dict):
+        for key in ("trace_id", "traceId", "trace"):
+            value = document.get(key)
+            if isinstance(value, str | int) and not isinstance(value, bool):
+                return str(value)
+    return ""
+
+
+def _sort_key(row: dict[str, Any]) -> tuple:
+    occurred = row.get("occurred_at")
+    return (occurred is None, occurred or datetime.min.replace(tzinfo=UTC), row.get("span_id") or "")
+
+
+class Redactor:
+    """Redacts rows and documents under one policy and mode.
+
+    ``workers`` > 1 spreads analysis over that many processes for large
+    batches. Analysis results are cached for the redactor's life, so keep one
+    redactor per run. Use it as a context manager, or call ``close()``, to
+    stop the workers.
+    """
+
+    def __init__(
+        self,
+        policy: Policy | None = None,
+        mode: str = "placeholder",
+        keys: KeyRing | None = None,
+        workers: int = 1,
+        *,
+        ner: bool | None = None,
+    ):
+        self.policy = policy or load_policy()
+        self.mode = check_mode(mode)
+        self.keys = keys or KeyRing()
+        if self.mode == "encrypt":
+            self.keys.encryption_key()  # fail now, with what to set, not halfway through a batch
+        self.ner = ner_enabled(self.policy, ner)
+        self.settings = detector_settings(self.policy, self.ner)
+        self.rules = FieldRules(self.policy)
+        self.walker = JsonWalker(self.rules)
+        self.pool = AnalyzerPool(self.settings, workers)
+        self._cache: dict[Request, list[Hit]] = {}
+
+    def __enter__(self) -> Redactor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def versions(self) -> dict[str, str]:
+        return detector_versions(self.ner)
+
+    # -- rows -----------------------------------------------------------------
+
+    def redact_rows(
+        self,
+        calls: Sequence[dict[str, Any]],
+        spans: Sequence[dict[str, Any]] = (),
+        *,
+        now: datetime | None = None,
+    ) -> RedactionResult:
+        """Redacted copies of ``calls`` and ``spans`` (same columns, same
+        types, same order), and one audit row per call and per span outside any call."""
+        now = now or datetime.now(UTC)
+        prepared = [self._prepare_call(call) for call in calls]
+        call_items = [
+            _Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self.walker, v)) for call in calls
+        ]
+        span_items = [
+            _Item(span.get("trace_id") or "", lambda v, r=span: walk_row(r, "spans", self.walker, v)) for span in spans
+        ]
+        # placeholders are numbered in the order a trace happened, whatever the input order
+        rows = [*calls, *spans]
+        items = call_items + span_items
+        order = sorted(range(len(rows)), key=lambda i: (_sort_key(rows[i]), i))
+        stats = self._redact_items([items[i] for i in order])
+
+        context = self._audit_context(now)
+        out_calls, audit = [], []
+        for call, item, (hashes, request_sha, matches) in zip(calls, call_items, prepared, strict=True):
+            row = dict(item.result)
+            flags = list(row.get("flags") or [])
+            if hashes is not None:
+                row["block_hashes"] = hashes
+            if request_sha is not None:
+                row["request_sha256"] = request_sha
+                row["request_hash_matches"] = matches
+            if matches is False and HASH_MISMATCH_FLAG not in flags:
+                flags.append(HASH_MISMATCH_FLAG)
+            if item.tally.replacements and REDACTED_FLAG not in flags:
+                flags.append(REDACTED_FLAG)
+            row["flags"] = flags or call.get("flags")
+            row["record_sha256"] = canonical.record_sha256(row, BOOKKEEPING)
+            out_calls.append(row)
+            audit_flags = [f for f in flags if f in (HASH_MISMATCH_FLAG,)]
+            audit.append(audit_row(context, row["call_id"], "calls", row, item.tally, audit_flags))
+        out_spans = []
+        for span, item in zip(spans, span_items, strict=True):
+            row = item.result
+            if row is not span:
+                row = dict(row)
+                row["record_sha256"] = canonical.record_sha256(row, BOOKKEEPING)
+            out_spans.append(row)
+            if span.get("call_id") is None and span.get("attributes_json") is not None:
+                audit.append(audit_row(context, span["span_key"], "spans", row, item.tally, []))
+        return RedactionResult(out_calls, out_spans, audit, stats)
+
+    def _prepare_call(self, call: dict[str, Any]) -> tuple[list | None, str | None, bool | None]:
+        """Hashes of the raw call: keyed block hashes, and the request hash checked
+        against the one the application recorded."""
+        raw = call.get("request_json")
+        request_sha = None
+        if raw:
+            try:
+                request_sha = canonical.request_sha256(json.loads(raw))
+            except ValueError:
+                request_sha = None
+        recorded = call.get("rendered_request_sha256")
+        matches = (recorded == request_sha) if recorded and request_sha else call.get("request_hash_matches")
+        documents = (call.get("retrieval") or {}).get("documents") or []
+        try:
+            hashes = raw_block_hashes(
+                raw, documents, call.get("block_hashes"), self.keys, self.policy.is_public_document
+            )
+        except ValueError:
+            hashes = call.get("block_hashes")
+        return hashes, request_sha, matches
+
+    def _audit_context(self, now: datetime) -> AuditContext:
+        return AuditContext(
+            mode=self.mode,
+            policy_name=self.policy.name,
+            policy_version=self.policy.version,
+            policy_sha256=self.policy.sha256,
+            detector_versions=self.versions(),
+            encryption_key_id=self.keys.current_key_id if self.mode == "encrypt" else None,
+            hash_key_id=self.keys.hash_key_id,
+            redacted_at=now,
+        )
+
+    # -- documents ------------------------------------------------------------
+
+    def redact_documents(self, documents: Iterable[Any]) -> list[Any]:
+        """Redacted copies of raw trace documents (any JSON), same structure.
+        Replacements are consistent within a document's trace id (documents
+        without one share a single scope)."""
+        items = [_Item(_trace_scope(doc), lambda v, d=doc: self.walker.walk(d, "", v)) for doc in documents]
+        self._redact_items(items)
+        return [item.result for item in items]
+
+    # -- the three passes -----------------------------------------------------
+
+    def _redact_items(self, items: Sequence[_Item]) -> dict[str, int]:
+        seen = 0
+        for item in items:
+            collector = _Collect(item)
+            item.walk(collector)
+            seen += collector.seen
+        wanted = {r for item in items for r in item.requests}
+        todo = [r for r in wanted if r not in self._cache]
+        if len(self._cache) + len(todo) > CACHE_LIMIT:
+            self._cache.clear()
+            todo = list(wanted)
+        for request, hits in zip(todo, self.pool.analyze(todo), strict=True):
+            self._cache[request] = hits
+
+        by_scope: dict[str, list[_Item]] = defaultdict(list)
+        for item in items:
+            by_scope[item.scope].append(item)
+        replacements = 0
+        for scope, scoped in by_scope.items():
+            subs = TraceSubstitutions(scope, self.mode, self.policy, self.keys)
+            known = self._known_values(scoped)
+            for item in scoped:
+                item.result = item.walk(_Apply(item, subs, self._cache, known))
+                replacements += item.tally.replacements
+        return {
+            "fields_seen": seen,
+            "distinct_texts": len(wanted),
+            "analyzed": len(todo),
+            "replacements": replacements,
+        }
+
+    def _known_values(self, items: Sequence[_Item]) -> list[tuple[str, str]]:
+        """(value, entity) detected anywhere in these items, longest first."""
+        known: dict[str, str] = {}
+        for item in items:
+            for request in item.requests:
+                if request.restricted:
+                    continue
+                for hit in self._cache.get(request, ()):
+                    known.setdefault(request.text[hit.start : hit.end], hit.entity)
+            for value, entity in item.sensitive:
+                known.setdefault(value, entity)
+        return sorted(
+            ((v, e) for v, e in known.items() if len(v.strip()) >= MIN_PROPAGATED_CHARS),
+            key=lambda pair: (-len(pair[0]), pair[0]),
+        )

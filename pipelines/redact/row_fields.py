@@ -1,0 +1,70 @@
+"""The text-bearing columns of `calls` and `spans` rows, and a walk over them.
+
+Everything else (ids, hashes, model names, timestamps, token counts, tags,
+segment) is never visited. ``TEXT`` columns hold free text; ``JSON`` columns
+hold JSON text, walked leaf by leaf so key names serve as context and a
+value is replaced in place (the same way in ``request_json`` as in the
+structured message columns, which hold the same strings).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pipelines.redact.walker import JsonWalker, Visitor, join
+
+TEXT = "text"
+JSON = "json"
+
+_PARTS = {"text": TEXT, "arguments_json": JSON, "content_json": JSON, "native_json": JSON}
+_MESSAGES = {"name": TEXT, "parts": _PARTS}
+
+CALL_FIELDS: dict[str, Any] = {
+    "template_variables_json": JSON,
+    "params_extra_json": JSON,
+    "system_text": TEXT,
+    "messages": _MESSAGES,
+    "tool_definitions": {"description": TEXT, "schema_json": JSON, "native_json": JSON},
+    "request_json": JSON,
+    "retrieval": {"query_text": TEXT, "documents": {"text": TEXT}},
+    "tool_executions": {"arguments_json": JSON, "result_json": JSON},
+    "output_text": TEXT,
+    "output_messages": _MESSAGES,
+    "error_message": TEXT,
+    "feedback": {"value_string": TEXT, "comment": TEXT},
+    "extra_json": JSON,
+}
+SPAN_FIELDS: dict[str, Any] = {"attributes_json": JSON}
+FIELDS = {"calls": CALL_FIELDS, "spans": SPAN_FIELDS}
+
+
+def walk_row(row: dict[str, Any], table: str, walker: JsonWalker, visitor: Visitor) -> dict[str, Any]:
+    """The row with every text-bearing column visited; the same dict when nothing changed."""
+    return _walk(row, FIELDS[table], "", walker, visitor)
+
+
+def _walk(value: Any, spec: Any, path: str, walker: JsonWalker, visitor: Visitor) -> Any:
+    if value is None:
+        return None
+    if spec == TEXT:
+        return walker.walk(value, path, visitor) if isinstance(value, str) else value
+    if spec == JSON:
+        return walker.walk_json_text(value, path, visitor) if isinstance(value, str) else value
+    if isinstance(value, list):
+        changed = None
+        for i, item in enumerate(value):
+            new = _walk(item, spec, path, walker, visitor)
+            if new is not item:
+                changed = changed or list(value)
+                changed[i] = new
+        return value if changed is None else changed
+    if isinstance(value, dict):
+        changed = None
+        for key, sub in spec.items():
+            item = value.get(key)
+            new = _walk(item, sub, join(path, key), walker, visitor)
+            if new is not item:
+                changed = changed or dict(value)
+                changed[key] = new
+        return value if changed is None else changed
+    return value
