@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (fixture data is kept one record per line, as sources write it)
 """The capture helper around a real anthropic client talking to the local Messages API."""
 
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (fixture data is kept one record per line, as sources write it)
 """Producers for format fixtures: the real OpenTelemetry SDK with in-memory
 exporters serialized by the OTLP exporter's own encoders (the bytes a Collector
 writes), the anthropic SDK against the local Messages API, and a two-turn

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (fixture data is kept one record per line, as sources write it)
 """Raw Anthropic logs: request/response pairs as an HTTP hook logs them (the
 anthropic SDK's own request bytes and response), and Message Batches files."""
 

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (fixture data is kept one record per line, as sources write it)
 """Langfuse blob export (manifest-gated, JSONL and Parquet, overlapping windows,
 late scores) through the real ingest job, and the public API's trace JSON."""
 

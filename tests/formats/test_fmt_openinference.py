@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (fixture data is kept one record per line, as sources write it)
 """OpenInference (openinference-instrumentation-anthropic), its RETRIEVER / TOOL
 spans and annotations, Phoenix's span export, and OpenLLMetry
 (opentelemetry-instrumentation-anthropic) in current and legacy attributes."""

@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (fixture data is kept one record per line, as sources write it)
 """OpenTelemetry GenAI from OTLP/JSON: the anthropic SDK's own spans, the official
 instrumentation (span attributes and events), the 1.28-1.36 log events, the
 <= 1.27 span events, aliases, execute_tool / retrieval spans and evaluation events."""
@@ -273,3 +274,36 @@ def test_tools_retrievals_and_evaluations_join_their_call(api, otel):
     )  # fmt: skip
     kinds = sorted(s["kind"] for s in batch.spans)
     assert kinds == ["agent", "llm_call", "llm_call", "other", "retrieval", "tool"]
+
+
+def test_same_export_twice_through_the_ingest_job_is_one_call_each(api, otel, tmp_path, instance):
+    import gzip
+
+    from tests.environments import local_settings, run_stage
+
+    client = client_for(
+        api, open_telemetry={"tracer_provider": otel.tracer_provider, "traces": {"content_mode": "content"}}
+    )
+    weather_exchange(client)
+    data = gzip.compress(otel.span_bytes())
+    day = otel.spans.get_finished_spans()[0].start_time // 10**9
+    stamp = datetime_from(day)
+    settings = local_settings(tmp_path)
+    for minute, name in (("16", "tracesk8XzQ2pLm"), ("17", "tracesQ9aB3cD4e")):  # the Collector re-sent the batch
+        folder = tmp_path / "source" / f"year={stamp:%Y}/month={stamp:%m}/day={stamp:%d}/hour=09/minute={minute}"
+        folder.mkdir(parents=True)
+        (folder / f"{name}.json.gz").write_bytes(data)
+    assert run_stage(settings, "ingest", f"{stamp:%Y-%m-%d}", instance).success
+    warehouse = settings.warehouse()
+    calls = warehouse.read("calls")
+    assert calls.height == 2 and calls["call_id"].n_unique() == 2
+    assert warehouse.read("traces").height == 2
+    versions = {t: warehouse.version(t) for t in ("calls", "spans", "traces")}
+    assert run_stage(settings, "ingest", f"{stamp:%Y-%m-%d}", instance).success
+    assert {t: warehouse.version(t) for t in versions} == versions
+
+
+def datetime_from(seconds: int):
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(seconds, UTC)
