@@ -13,7 +13,7 @@ from datetime import date
 from functools import cached_property
 from typing import Any
 
-from jinja2 import meta
+from jinja2 import meta, nodes
 
 from pipelines.record.canonical import sha256_hex
 from pipelines.rot.render import environment
@@ -21,6 +21,10 @@ from pipelines.rot.store_files import ModelsConfig, ParamsConfig, TemplateMetada
 
 # Names the renderer itself puts in a template's context (see render.py).
 RENDERER_NAMES = frozenset({"documents", "now", "random"})
+# Everything a sandboxed template can reach that is not a function of its inputs:
+# the renderer's clock and generator, Jinja's lipsum() global and its random filter.
+IMPURE_NAMES = frozenset({"now", "random", "lipsum"})
+IMPURE_FILTERS = frozenset({"random"})
 
 
 @dataclass(frozen=True)
@@ -35,13 +39,27 @@ class TemplateVersion:
         return sha256_hex(self.source)
 
     @cached_property
-    def names(self) -> frozenset[str]:
-        """Every name the template reads from its context; empty when it does not parse
-        (rendering it then fails, and says why)."""
+    def _ast(self) -> nodes.Template | None:
         try:
-            return frozenset(meta.find_undeclared_variables(environment().parse(self.source)))
+            return environment().parse(self.source)
         except Exception:
-            return frozenset()
+            return None  # rendering it fails too, and says why
+
+    @cached_property
+    def names(self) -> frozenset[str]:
+        """Every name the template reads from its context."""
+        return frozenset(meta.find_undeclared_variables(self._ast)) if self._ast is not None else frozenset()
+
+    @cached_property
+    def reaches_impurity(self) -> bool:
+        """Can a rendering depend on anything but the template's inputs? Only through
+        the clock, the generator, ``lipsum()`` or the ``random`` filter; a template that
+        names none of them renders the same under any clock and seed."""
+        if self._ast is None:
+            return True
+        return any(n.name in IMPURE_NAMES for n in self._ast.find_all(nodes.Name)) or any(
+            f.name in IMPURE_FILTERS for f in self._ast.find_all(nodes.Filter)
+        )
 
     @property
     def uses_documents(self) -> bool:

@@ -72,7 +72,7 @@ class RedactionView:
         self.audits = dict(audits or {})
         self.keys = keys or KeyRing()
         self._policy = policy
-        self._keyed: dict[tuple[str, str], str] = {}
+        self._hashes: dict[tuple[str, str], str] = {}
 
     @cached_property
     def policy(self) -> Policy:
@@ -116,10 +116,12 @@ class RedactionView:
 
     def matches(self, sha: str, algorithm: str | None, canonical: str) -> bool:
         """Does a recorded block hash (under ``algorithm``) match a block's canonical JSON?"""
-        if algorithm in (None, SHA256):
-            return sha256_hex(canonical) == sha
-        key = (algorithm, canonical)
-        found = self._keyed.get(key)
+        # canonical strings come from the renderer's caches, so the same objects repeat
+        key = (algorithm or SHA256, canonical)
+        found = self._hashes.get(key)
         if found is None:
-            found = self._keyed[key] = block_sha256(json.loads(canonical), algorithm, self.keys)
+            digest = (
+                sha256_hex(canonical) if key[0] == SHA256 else block_sha256(json.loads(canonical), algorithm, self.keys)
+            )
+            found = self._hashes[key] = digest
         return found == sha

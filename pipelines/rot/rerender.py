@@ -9,7 +9,10 @@ and come from the record.
 
 Most calls of a day share a handful of (template, version, variables, doc set)
 combinations, so system prompts are rendered once per combination and the
-canonical JSON of every block is cached. The whole request's canonical JSON is
+canonical JSON of every block is cached. Retrieval scores differ on every call;
+they are part of the cache key only when the template read them (documents
+are handed to it as dicts that note which fields were read: a rendering that
+never read a score renders the same with any score). The whole request's canonical JSON is
 assembled from the canonical JSON of its top-level values, which gives the
 same bytes as ``canonical.canonical_json`` (sorted keys, same separators).
 """
@@ -54,9 +57,19 @@ class DocRef:
     score: float | None
 
 
+_KEYS: dict[str, str] = {}
+
+
+def _key(name: str) -> str:
+    found = _KEYS.get(name)
+    if found is None:
+        found = _KEYS[name] = json.dumps(name, ensure_ascii=False)
+    return found
+
+
 def canonical_object(pieces: Mapping[str, str]) -> str:
     """Canonical JSON of an object given the canonical JSON of each value."""
-    return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + pieces[k] for k in sorted(pieces)) + "}"
+    return "{" + ",".join(_key(k) + ":" + pieces[k] for k in sorted(pieces)) + "}"
 
 
 def _safe_error(error: Exception) -> str:
@@ -66,6 +79,56 @@ def _safe_error(error: Exception) -> str:
         line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
         return f"{type(error).__name__}: {error.message}{line}"
     return type(error).__name__
+
+
+class _ObservedDocument(dict):
+    """A document as a template sees it (a plain dict to the template), noting
+    which fields the template read; "*" when it read the document whole."""
+
+    __slots__ = ("_seen",)
+
+    def __init__(self, fields: dict[str, Any], seen: set[str]):
+        super().__init__(fields)
+        self._seen = seen
+
+    def __getitem__(self, key):
+        self._seen.add(key)
+        return super().__getitem__(key)
+
+    def get(self, key, default=None):
+        self._seen.add(key)
+        return super().get(key, default)
+
+    def _whole(self):
+        self._seen.add("*")
+
+    def __iter__(self):
+        self._whole()
+        return super().__iter__()
+
+    def items(self):
+        self._whole()
+        return super().items()
+
+    def keys(self):
+        self._whole()
+        return super().keys()
+
+    def values(self):
+        self._whole()
+        return super().values()
+
+    def __repr__(self):
+        self._whole()
+        return super().__repr__()
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        self._whole()
+        return super().__eq__(other)
+
+    __hash__ = None
 
 
 class Renderer:
@@ -82,22 +145,39 @@ class Renderer:
     ) -> SystemRender:
         """The template rendered with these variables and documents, under the run's
         clock; ``impure`` when a second clock and seed render it differently."""
-        key = (template.sha256, variables_json, tuple(documents))
-        found = self._systems.get(key)
+        base = (template.sha256, variables_json, tuple((d.doc_id, d.text) for d in documents))
+        found = self._systems.get(base)
+        if found is not None:
+            return found
+        scored = (base, tuple(d.score for d in documents))
+        found = self._systems.get(scored)
         if found is None:
-            found = self._systems[key] = self._render(template, variables_json, documents)
+            found, read_scores = self._render(template, variables_json, documents)
+            self._systems[scored if read_scores else base] = found
         return found
 
-    def _render(self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]):
+    def _render(
+        self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
+    ) -> tuple[SystemRender, bool]:
+        """(the rendering, whether the template read a retrieval score)."""
         variables = json.loads(variables_json) if variables_json else {}
-        docs = [{"doc_id": d.doc_id, "text": d.text, "score": d.score} for d in documents]
+        seen: set[str] = set()
+        docs = [_ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": d.score}, seen) for d in documents]
+        # json (tojson) reads dicts natively, past the observation: then assume it read everything
+        read_scores = "tojson" in template.source
         try:
             text = render_template(template.source, variables, docs, clock=self.clock, seed=SEEDS[0])
-            probe = render_template(template.source, variables, docs, clock=self.clock + PROBE_SHIFT, seed=SEEDS[1])
+            # the impurity probe; a template that reaches no clock or randomness renders the same
+            probe = (
+                render_template(template.source, variables, docs, clock=self.clock + PROBE_SHIFT, seed=SEEDS[1])
+                if template.reaches_impurity
+                else text
+            )
         except Exception as e:  # a template that does not render is a finding, not a crash
-            return SystemRender(None, None, None, error=_safe_error(e))
+            return SystemRender(None, None, None, error=_safe_error(e)), True
+        read_scores = read_scores or "score" in seen or "*" in seen
         canonical = canonical_json(text)
-        return SystemRender(text, canonical, sha256_hex(canonical), impure=probe != text)
+        return SystemRender(text, canonical, sha256_hex(canonical), impure=probe != text), read_scores
 
     def canonical(self, kind: str, key: Any, value: Any) -> str:
         """Canonical JSON of a block that repeats across calls (tools, params), by a cache key."""
