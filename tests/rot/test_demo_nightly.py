@@ -8,6 +8,7 @@ import json
 from datetime import date
 
 import dagster as dg
+import duckdb
 import polars as pl
 import pytest
 
@@ -116,4 +117,8 @@ def test_nightly_rot_statuses_match_what_the_demo_changed(kind, tmp_path, reques
         for c in comps if status == "rotted" else []:
             expected[(c, call["service"])] = expected.get((c, call["service"]), 0) + 1
     assert {(r["component"], r["service"]): r["calls"] for r in by_component.to_dicts()} == expected
+    con = duckdb.connect()
+    con.register("rot_checks", warehouse.read("rot_checks").to_arrow())
+    in_duckdb = con.sql(ROTTED_BY_COMPONENT_SQL).pl()
+    assert {(r["component"], r["service"]): r["calls"] for r in in_duckdb.to_dicts()} == expected
     assert json.dumps(meta["components"].value)  # metadata is plain JSON
