@@ -107,7 +107,7 @@ class RedactionView:
 
     def documents_redacted(self, call: Mapping[str, Any]) -> bool:
         audit = self.audit(call)
-        return audit is None or audit.touched("retrieval")
+        return audit is None or audit.touched("retrieval.documents")
 
     def keyed_hashes_usable(self, call: Mapping[str, Any]) -> bool:
         """False when the call's keyed hashes were made with another hash key than ours."""

@@ -144,3 +144,30 @@ def test_keyed_hashes_made_with_another_key_are_not_misread_as_rot(local_store, 
 
 def test_the_redacted_flag_is_the_redactors():
     assert redaction.REDACTED_FLAG == redactor_module.REDACTED_FLAG
+
+
+def test_a_redacted_demo_day_gets_the_verdicts_the_demo_changes_imply(tmp_path, placeholder):
+    from datetime import UTC, date, datetime
+
+    from pipelines.demo import generate
+    from pipelines.ingest import SourceObject, ingest_objects
+    from pipelines.resources.object_store import ObjectStore
+    from tests.rot.test_demo_nightly import expected_verdict
+
+    day = date(2026, 11, 20)
+    generate(str(tmp_path / "source"), calls=200, days=1, seed=11, end=day, stores_out=str(tmp_path / "stores"))
+    source = ObjectStore(uri=str(tmp_path / "source"))
+    objects = [
+        SourceObject(o.key, source.uri_for(o.key), o.etag, o.size, o.last_modified, source.read(o.key))
+        for o in source.list_day(day)
+    ]
+    result = placeholder.redact_rows(ingest_objects(objects, day, "run", datetime.now(UTC)).calls)
+    calls = result.calls
+    assert sum("redacted" in (c["flags"] or []) for c in calls) > len(calls) // 2
+    view = RedactionView(audits_from_rows(result.audit), keys=placeholder.keys)
+    store = StoreAt(str(tmp_path / "stores"))
+    checks = Checker(store.ingredients(calls), datetime.now(UTC), redaction=view).check_all(calls)
+    assert [(c.status, c.components, c.missing) for c in checks] == [expected_verdict(c) for c in calls]
+    redacted_rows = [c for c, row in zip(checks, calls, strict=True) if "redacted" in (row["flags"] or [])]
+    assert {c.basis for c in redacted_rows} <= {"keyed_block_hashes", "none"}
+    assert {c.replay_fidelity for c in redacted_rows} == {"approximate"}
