@@ -316,7 +316,10 @@ class Checker:
             moved["model"] = "model_alias_moved"
             target = f"alias {alias}" if alias else "the model"
             notes.append(f"model: {target} now resolves to {today.model or f'nothing on {self.today}'}")
-        if differs("params", canonical_object(today.param_pieces) if today.param_pieces else None):
+        if template is None:
+            # the version's metadata may have set params and tools: without it they prove nothing
+            notes.append("params, tools: not compared; they depend on the missing template version")
+        elif differs("params", canonical_object(today.param_pieces) if today.param_pieces else None):
             moved["params"] = "params_changed"
             was = _params_of(request)
             keys = sorted(k for k in set(today.params) | set(was) if today.params.get(k) != was.get(k))

@@ -49,17 +49,19 @@ def test_a_changed_document_is_exactly_document_changed(store):
     stores = fresh_stores()
     # the record carries everything else a call can carry: PII in messages, feedback,
     # tool executions, tags, metadata, flags; none of it may be named
-    call = support_call(stores, version="v3")
+    calls = [support_call(stores, version=v, span_id=v) for v in ("v1", "v2", "v3")]
+    calls.append(support_call(stores, version="v3", span_id="pt", doc_ids=("kb-pt-reembolso-01", demo.CHANGED_DOC)))
     rebuilt = fresh_stores()
     rebuilt.snapshots["kb-new"] = {**rebuilt.snapshots[demo.KB_SNAPSHOT]}
     rebuilt.snapshots["kb-new"][demo.CHANGED_DOC] += " Exceptions apply."
     rebuilt.current_snapshot = "kb-new"
     store.put(rebuilt)
-    result = check(store, call)
-    assert verdict(result) == ("rotted", ["document_changed"], [])
-    assert result.rotted_blocks == ["document:kb-refunds-02", "system"]
-    assert result.index_snapshot == "kb-new"
-    assert result.replay_fidelity == "exact"  # the frozen bytes still replay exactly
+    for run in range(2):
+        for result in Checker(store.ingredients(calls), TODAY + timedelta(days=run)).check_all(calls):
+            assert verdict(result) == ("rotted", ["document_changed"], [])
+            assert result.rotted_blocks == ["document:kb-refunds-02", "system"]
+            assert result.index_snapshot == "kb-new"
+            assert result.replay_fidelity == "exact"  # the frozen bytes still replay exactly
 
 
 def test_a_deleted_document_is_document_missing(store):
@@ -83,6 +85,7 @@ def test_a_template_version_gone_from_the_store_is_template_missing(store):
     call = support_call(stores, version="v1")
     store.put(stores)
     store.delete("templates/support-answer/v1.j2")
+    store.write({"params.yaml": b"version: 1\nroutes: {}\n"})  # not judged without the version's metadata
     result = check(store, call)
     assert verdict(result) == ("rotted", ["template_missing"], [])
     assert result.rerendered_sha256 is None and result.template_sha256 is None
