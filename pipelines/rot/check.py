@@ -35,7 +35,7 @@ from typing import Any
 from pipelines.record.canonical import canonical_json, document_block, request_blocks, sha256_hex
 from pipelines.rot.ingredients import Ingredients, TemplateVersion
 from pipelines.rot.redaction import DECRYPTED, RAW, REDACTED, RedactionView
-from pipelines.rot.rerender import DocRef, Renderer, SystemRender, canonical_object
+from pipelines.rot.rerender import DocRef, Renderer, Rerendered, canonical_object, rerender_request
 
 VERIFIED, ROTTED, IMPURE, UNVERIFIABLE = "verified", "rotted", "impure", "unverifiable"
 STATUSES = (VERIFIED, ROTTED, IMPURE, UNVERIFIABLE)
@@ -132,23 +132,6 @@ def _params_of(request: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in request.items() if k not in REQUEST_KEYS}
 
 
-@dataclass
-class _Rerendered:
-    """Today's request for a call, as canonical JSON pieces."""
-
-    model: str | None
-    params: dict[str, Any]
-    route_known: bool
-    current: list[DocRef]
-    system: SystemRender | None
-    pieces: dict[str, str]
-    param_pieces: dict[str, str]
-
-    @property
-    def complete(self) -> bool:
-        return self.system is not None and self.system.canonical is not None and self.model is not None
-
-
 class Checker:
     """Checks calls against one snapshot of the ingredient stores, at one clock.
 
@@ -225,7 +208,7 @@ class Checker:
                 result.missing = ["template_variables"]
                 return result
 
-        today = self._rerender(call, request, template, docs)
+        today = rerender_request(call, request, template, docs, self.ingredients, self.renderer, self.today)
         result.model_snapshot = today.model
         if today.complete:
             result.rerendered_sha256 = sha256_hex(canonical_object(today.pieces))
@@ -250,44 +233,6 @@ class Checker:
             return sha256_hex(canonical_json(request)) == recorded
         return call.get("request_hash_matches") is not False and call.get("request_sha256") in (None, recorded)
 
-    # -- re-render ------------------------------------------------------------
-
-    def _rerender(
-        self,
-        call: Mapping[str, Any],
-        request: Mapping[str, Any],
-        template: TemplateVersion | None,
-        docs: Sequence[Mapping[str, Any]],
-    ) -> _Rerendered:
-        ing = self.ingredients
-        # model: the alias resolved today; a call without an alias named a model directly
-        alias = call.get("model_alias")
-        model = ing.resolve_model(alias, self.today) if alias else request.get("model")
-        # params: the template version's defaults, overridden by the route's config
-        route = ing.route_params(call.get("service"))
-        params = {k: v for k, v in {**(template.params if template else {}), **(route or {})}.items() if v is not None}
-        current = [DocRef(d["doc_id"], ing.documents.get(d["doc_id"]), d.get("score")) for d in docs]
-        present = tuple(d for d in current if d.text is not None)
-        system = self.renderer.system(template, call.get("template_variables_json"), present) if template else None
-
-        pieces: dict[str, str] = {}
-        if model is not None:
-            pieces["model"] = json.dumps(model, ensure_ascii=False)
-        if system is not None and system.canonical is not None:
-            pieces["system"] = system.canonical
-        # from the record, whose JSON is canonical already (no None in objects): dumps suffices
-        pieces["messages"] = json.dumps(
-            request.get("messages") or [], sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        )
-        if template is not None and template.tools:
-            pieces["tools"] = self.renderer.canonical("tools", template.sha256, template.tools)
-        route_key = (call.get("service"), template.sha256 if template else None)
-        param_pieces = {k: self.renderer.canonical("param", (route_key, k), v) for k, v in params.items()}
-        pieces.update(param_pieces)
-        if request.get("metadata"):
-            pieces["metadata"] = canonical_json(request["metadata"])
-        return _Rerendered(model, params, route is not None, current, system, pieces, param_pieces)
-
     # -- compare block by block ----------------------------------------------
 
     def _compare_blocks(
@@ -296,7 +241,7 @@ class Checker:
         request: Mapping[str, Any],
         template: TemplateVersion | None,
         docs: Sequence[Mapping[str, Any]],
-        today: _Rerendered,
+        today: Rerendered,
         state: str,
         result: RotCheck,
     ) -> None:
@@ -434,7 +379,7 @@ class Checker:
         self,
         request: Mapping[str, Any],
         docs: Sequence[Mapping[str, Any]],
-        today: _Rerendered,
+        today: Rerendered,
         moved: Mapping[str, str],
         result: RotCheck,
     ) -> None:

@@ -22,13 +22,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from jinja2 import TemplateSyntaxError, UndefinedError
 
 from pipelines.record.canonical import canonical_json, document_block, sha256_hex
-from pipelines.rot.ingredients import TemplateVersion
+from pipelines.rot.ingredients import Ingredients, TemplateVersion
 from pipelines.rot.render import render_template
 
 # The second clock and seed the impurity probe renders under: a different
@@ -193,3 +193,60 @@ class Renderer:
         if found is None:
             found = self._documents[key] = canonical_json(document_block(doc_id, text))
         return found
+
+
+@dataclass
+class Rerendered:
+    """Today's request for a call, as the canonical JSON of its top-level values."""
+
+    model: str | None
+    params: dict[str, Any]
+    route_known: bool
+    current: list[DocRef]
+    system: SystemRender | None
+    pieces: dict[str, str]
+    param_pieces: dict[str, str]
+
+    @property
+    def complete(self) -> bool:
+        return self.system is not None and self.system.canonical is not None and self.model is not None
+
+
+def rerender_request(
+    call: Mapping[str, Any],
+    request: Mapping[str, Any],
+    template: TemplateVersion | None,
+    docs: Sequence[Mapping[str, Any]],
+    ingredients: Ingredients,
+    renderer: Renderer,
+    today: date,
+) -> Rerendered:
+    """The request a call's names resolve to today (see the module docstring)."""
+    # model: the alias resolved today; a call without an alias named a model directly
+    alias = call.get("model_alias")
+    model = ingredients.resolve_model(alias, today) if alias else request.get("model")
+    # params: the template version's defaults, overridden by the route's config
+    route = ingredients.route_params(call.get("service"))
+    merged = {**(template.params if template else {}), **(route or {})}
+    params = {k: v for k, v in merged.items() if v is not None}
+    current = [DocRef(d["doc_id"], ingredients.documents.get(d["doc_id"]), d.get("score")) for d in docs]
+    present = tuple(d for d in current if d.text is not None)
+    system = renderer.system(template, call.get("template_variables_json"), present) if template else None
+
+    pieces: dict[str, str] = {}
+    if model is not None:
+        pieces["model"] = json.dumps(model, ensure_ascii=False)
+    if system is not None and system.canonical is not None:
+        pieces["system"] = system.canonical
+    # from the record, whose JSON is canonical already (no None in objects): dumps suffices
+    pieces["messages"] = json.dumps(
+        request.get("messages") or [], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    if template is not None and template.tools:
+        pieces["tools"] = renderer.canonical("tools", template.sha256, template.tools)
+    route_key = (call.get("service"), template.sha256 if template else None)
+    param_pieces = {k: renderer.canonical("param", (route_key, k), v) for k, v in params.items()}
+    pieces.update(param_pieces)
+    if request.get("metadata"):
+        pieces["metadata"] = canonical_json(request["metadata"])
+    return Rerendered(model, params, route is not None, current, system, pieces, param_pieces)
