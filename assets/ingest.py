@@ -5,6 +5,7 @@ One multi-asset parses each object once and writes the four tables it feeds;
 last ingested) are skipped, so a re-run reads nothing and commits nothing.
 """
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -15,9 +16,8 @@ from assets.reporting import merge_metadata, preview
 from pipelines.ingest import (
     IngestBatch,
     SourceObject,
-    assemble_batch,
     existing_calls_to_read,
-    ingest_object,
+    ingest_objects,
     objects_to_ingest,
     settle_with_existing,
 )
@@ -27,6 +27,9 @@ from pipelines.resources.warehouse import Warehouse, in_list, to_arrow
 from pipelines.traces import rollup
 
 READ_THREADS = 8
+PARSE_WORKERS = max(1, min(4, os.cpu_count() or 1))
+# below this many (compressed) bytes, starting worker processes costs more than it saves
+PARALLEL_FROM_BYTES = 8 * 1024 * 1024
 
 
 def _read(source: ObjectStore, info: ObjectInfo) -> SourceObject:
@@ -85,21 +88,20 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     todo, unchanged = objects_to_ingest(listed, seen)
     context.log.info(f"{day}: {len(listed)} objects listed, {len(todo)} new or changed, {len(unchanged)} unchanged")
 
-    batch = IngestBatch()
-    with ThreadPoolExecutor(READ_THREADS) as pool:
-        for done, obj in enumerate(pool.map(lambda info: _read(source, info), todo), start=1):
-            one = ingest_object(obj, day, context.run.run_id, now, source.format_overrides)
-            batch.calls += one.calls
-            batch.spans += one.spans
-            batch.ingest_log += one.ingest_log
-            batch.quarantine += one.quarantine
-            batch.fragments += one.fragments
-            if done % 50 == 0 or done == len(todo):
-                context.log.info(f"parsed {done}/{len(todo)} objects ({batch.records_read} records)")
+    def report(done: int, batch: IngestBatch) -> None:
+        if done % 50 == 0 or done == len(todo):
+            context.log.info(f"parsed {done}/{len(todo)} objects ({batch.records_read} records)")
 
-    # Join log events, tools, retrievals and feedback onto their calls, in the
-    # batch and then in the calls already stored (late scores, split exports).
-    assemble_batch(batch)
+    # Reads are I/O: threads. Parsing is CPU: processes, once there is enough to parse.
+    workers = PARSE_WORKERS if sum(o.size for o in todo) > PARALLEL_FROM_BYTES else 1
+    with ThreadPoolExecutor(READ_THREADS) as readers:
+        objects = readers.map(lambda info: _read(source, info), todo)
+        batch = ingest_objects(
+            objects, day, context.run.run_id, now, source.format_overrides, workers=workers, progress=report
+        )
+
+    # Join log events, tools, retrievals and feedback onto the calls already
+    # stored (late scores, split exports); the batch itself is assembled.
     trace_ids, days = existing_calls_to_read(batch)
     if trace_ids:
         where = pl.col("trace_id").is_in(sorted(trace_ids)) & pl.col("occurred_date").is_in(sorted(days))

@@ -110,7 +110,7 @@ def run(
     to: str = typer.Option(None, "--to", help="Run every day from --date to this day, inclusive"),
 ) -> None:
     """Materialize a stage for a day (or a range of days) in-process, with the same resources as Dagster."""
-    from pipelines.definitions import defs
+    from pipelines.definitions import build
     from pipelines.jobs import jobs
 
     names = [j.name for j in jobs]
@@ -118,7 +118,7 @@ def run(
         raise typer.BadParameter(f"unknown stage {stage!r}; choose one of: {', '.join(names)}")
     first = date.fromisoformat(day) if day else _yesterday()
     days = _days(first, date.fromisoformat(to) if to else first)
-    job = defs.resolve_job_def(stage)
+    job = build().resolve_job_def(stage)  # resources from the environment as it is now
     instance = _instance()
     failed = []
     with Progress(
@@ -198,6 +198,15 @@ def frozen_call_schema() -> None:
     from pipelines.formats.frozen_call import json_schema
 
     sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
+
+
+def _register_stage_commands() -> None:
+    from pipelines.rot.commands import register as register_rot
+
+    register_rot(app)
+
+
+_register_stage_commands()
 
 
 def main() -> None:  # pragma: no cover - console script entry

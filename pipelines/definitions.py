@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ingest, quality
+from assets import ingest, quality, rot
 from pipelines.jobs import jobs
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
@@ -14,8 +14,8 @@ from pipelines.settings import Settings
 def build(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings.from_env()
     return dg.Definitions(
-        assets=[ingest.raw_traces, ingest.traces],
-        asset_checks=quality.checks,
+        assets=[ingest.raw_traces, ingest.traces, rot.rot_checks],
+        asset_checks=[*quality.checks, rot.rot_rate_jump],
         jobs=jobs,
         schedules=schedules,
         sensors=sensors,

@@ -9,9 +9,13 @@ every object before anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
+from functools import partial
+from multiprocessing import get_context
 from typing import Any
 
 from pipelines.formats import Normalized, Problem, SourceRef, normalize_object
@@ -146,15 +150,33 @@ def ingest_objects(
     run_id: str,
     now: datetime,
     overrides: Mapping[str, str] | None = None,
+    *,
+    workers: int = 1,
+    progress: Callable[[int, IngestBatch], None] | None = None,
 ) -> IngestBatch:
+    """Normalize every object, then assemble the batch (joins across objects).
+
+    With ``workers`` > 1 objects are parsed in that many processes: parsing is
+    pure Python and CPU-bound, so threads would not help. ``progress`` is
+    called after each object with the count done and the batch so far.
+    """
+    work = partial(ingest_object, partition_date=partition_date, run_id=run_id, now=now, overrides=overrides)
     batch = IngestBatch()
-    for obj in objects:
-        one = ingest_object(obj, partition_date, run_id, now, overrides)
-        batch.calls += one.calls
-        batch.spans += one.spans
-        batch.ingest_log += one.ingest_log
-        batch.quarantine += one.quarantine
-        batch.fragments += one.fragments
+    with ExitStack() as stack:
+        if workers > 1:
+            # spawn, not fork: the caller (Dagster) runs threads, which fork does not copy safely
+            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=get_context("spawn")))
+            results = pool.map(work, objects, chunksize=4)
+        else:
+            results = map(work, objects)
+        for done, one in enumerate(results, start=1):
+            batch.calls += one.calls
+            batch.spans += one.spans
+            batch.ingest_log += one.ingest_log
+            batch.quarantine += one.quarantine
+            batch.fragments += one.fragments
+            if progress is not None:
+                progress(done, batch)
     assemble_batch(batch)
     return batch
 

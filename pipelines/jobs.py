@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-STAGES = ("ingest",)
+STAGES = ("ingest", "rot")
 
 stage_jobs = {
     stage: dg.define_asset_job(

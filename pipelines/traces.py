@@ -19,10 +19,13 @@ NEGATIVE_LABELS = ("down", "thumbs_down", "negative", "bad", "unhelpful")
 
 
 def negative_feedback(feedback: pl.Expr) -> pl.Expr:
-    """True when any feedback item is a thumbs-down (label or a thumbs score <= 0)."""
+    """True when any feedback item is a thumbs-down: a negative label, or a
+    thumbs score at or below zero."""
     item = pl.element()
+    # thumbs scores come as "thumbs" (1 / -1), Langfuse's "user_thumbs" (1 / 0), booleans...
+    thumbs = item.struct.field("name").str.to_lowercase().str.contains("thumb")
     is_negative = item.struct.field("value_string").str.to_lowercase().is_in(NEGATIVE_LABELS) | (
-        (item.struct.field("name") == "thumbs") & (item.struct.field("value_number") <= 0)
+        thumbs & (item.struct.field("value_number") <= 0)
     )
     return feedback.list.eval(is_negative.fill_null(False)).list.any().fill_null(False)
 

@@ -8,11 +8,10 @@ for querying, the native JSON is for replay.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines.record.canonical import canonical_json
+from pipelines.record.canonical import canonical_json, verbatim_json
 
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop_sequences")
 # Request keys that have a column of their own; the rest go to params_extra_json.
@@ -43,15 +42,15 @@ def normalize_finish_reason(native: str | None) -> str | None:
 
 
 def _json_or_none(value: Any) -> str | None:
-    return None if value is None else canonical_json(value)
+    return None if value is None else verbatim_json(value)
 
 
 def part_from_block(block: Any) -> dict[str, Any]:
     """One content block (or a bare string) -> a PART row."""
     if isinstance(block, str):
-        return {"type": "text", "text": block, "native_json": json.dumps(block, ensure_ascii=False)}
+        return {"type": "text", "text": block, "native_json": verbatim_json(block)}
     kind = block.get("type")
-    part: dict[str, Any] = {"type": kind, "native_json": canonical_json(block)}
+    part: dict[str, Any] = {"type": kind, "native_json": verbatim_json(block)}
     if kind == "text":
         part["text"] = block.get("text")
     elif kind in ("tool_use", "server_tool_use"):
@@ -88,7 +87,7 @@ def tool_definition_row(tool: Mapping[str, Any]) -> dict[str, Any]:
         "name": tool.get("name"),
         "description": tool.get("description"),
         "schema_json": _json_or_none(tool.get("input_schema")),
-        "native_json": canonical_json(tool),
+        "native_json": verbatim_json(tool),
     }
 
 
@@ -106,7 +105,7 @@ def request_columns(request: Mapping[str, Any]) -> dict[str, Any]:
         "messages": [message_row(m) for m in request.get("messages") or []],
         "tool_definitions": [tool_definition_row(t) for t in request.get("tools") or []],
         "params": params,
-        "params_extra_json": canonical_json(extra) if extra else None,
+        "params_extra_json": verbatim_json(extra) if extra else None,
         "request_json": canonical_json(request),
     }
 

@@ -4,7 +4,6 @@ hashes and capture flags. Format modules fill what their source has and call
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -61,11 +60,6 @@ def _ms_between(start: datetime | None, end: datetime | None) -> float | None:
     return (end - start).total_seconds() * 1000.0
 
 
-def _request(call: Mapping[str, Any]) -> dict[str, Any] | None:
-    raw = call.get("request_json")
-    return json.loads(raw) if raw else None
-
-
 def finalize_call(call: dict[str, Any], block_tokens: Mapping[str, int] | None = None) -> dict[str, Any]:
     """Derive ids, dates, hashes and capture flags. Mutates and returns ``call``."""
     _require(call, "call")
@@ -74,13 +68,15 @@ def finalize_call(call: dict[str, Any], block_tokens: Mapping[str, int] | None =
     call["occurred_date"] = call["occurred_at"].date()
     if call.get("latency_ms") is None:
         call["latency_ms"] = _ms_between(call.get("occurred_at"), call.get("ended_at"))
-    request = _request(call)
-    if request is not None:
-        call["request_sha256"] = canonical.request_sha256(request)
+    # request_json is the canonical JSON of the request (canonical.canonical_json),
+    # so its bytes are exactly what the hashing spec hashes
+    request_json = call.get("request_json")
+    if request_json is not None:
+        call["request_sha256"] = canonical.sha256_hex(request_json)
         if call.get("block_hashes") is None:
             docs = (call.get("retrieval") or {}).get("documents") or []
-            call["block_hashes"] = canonical.block_hashes(
-                request, [(d["doc_id"], d.get("text")) for d in docs], block_tokens
+            call["block_hashes"] = canonical.block_hashes_from_json(
+                request_json, [(d["doc_id"], d.get("text")) for d in docs], block_tokens
             )
     recorded = call.get("rendered_request_sha256")
     if recorded and call.get("request_sha256"):

@@ -1,0 +1,41 @@
+# Two commands on a fresh machine:
+#   make demo   set up, generate demo traces, run the nightly job on embedded defaults
+#   make test   set up with the test extras, run the test suite
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# Reinstall when the project or the lock changes.
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | cksum | cut -d' ' -f1)
+
+.PHONY: setup demo test ui bench lint lock clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	rm -f $(VENV)/.installed-* && touch $@
+
+demo: setup
+	$(BIN)/tracelake demo
+
+test: setup
+	$(BIN)/pytest -n 2 --dist loadfile
+
+ui: setup
+	env -u DAGSTER_HOME $(BIN)/dagster dev
+
+bench: setup
+	$(BIN)/python bench/ingest.py
+
+lint: setup
+	$(BIN)/ruff check pipelines assets tests bench
+	$(BIN)/ruff format --check pipelines assets tests bench
+
+# Refresh the lock after changing a pin in pyproject.toml.
+lock:
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^tracelake' > requirements.lock
+
+clean:
+	rm -rf .tracelake
