@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import date, timedelta
+from pathlib import Path
 
 import boto3
 import dagster as dg
@@ -63,3 +64,10 @@ class S3:
             for o in page.get("Contents", [])
         ]
         return {k: client.get_object(Bucket=self.bucket, Key=k)["Body"].read() for k in keys}
+
+    def download(self, prefix: str, folder: Path) -> Path:
+        """Every object under ``prefix``, as files under ``folder`` (to look inside them)."""
+        for key, data in self.objects(prefix).items():
+            (folder / key).parent.mkdir(parents=True, exist_ok=True)
+            (folder / key).write_bytes(data)
+        return folder

@@ -166,19 +166,12 @@ def test_the_sweep_frees_text_on_s3(s3, tmp_path):
         ),
         [day],
     )
-    mirror = tmp_path / "before"
-    for key, data in s3.objects("wh/calls/").items():
-        (mirror / key).parent.mkdir(parents=True, exist_ok=True)
-        (mirror / key).write_bytes(data)
-    assert files_holding(mirror, SWEPT)
+    assert files_holding(s3.download("wh/calls/", tmp_path / "before"), SWEPT)
 
     report = sweep(warehouse, load_policy(), TODAY, NOW)
 
     assert report.days == [day] and report.calls_stripped > 0
-    mirror = tmp_path / "after"
-    for key, data in s3.objects("wh/").items():
-        (mirror / key).parent.mkdir(parents=True, exist_ok=True)
-        (mirror / key).write_bytes(data)
+    mirror = s3.download("wh/", tmp_path / "after")
     assert files_holding(mirror, SWEPT) == []
     assert files_holding(mirror / "wh" / "calls", KEPT)
     assert report.bytes_after["calls"] < report.bytes_before["calls"]
