@@ -117,7 +117,7 @@ def sweep(
     progress: Callable[[str], None] | None = None,
 ) -> SweepReport:
     """Sweep every unsettled day before the hot window, then free the bytes."""
-    report = SweepReport(bytes_before={t: table_bytes(warehouse, t) for t in ("calls", "spans")})
+    report = SweepReport(bytes_before={t: table_bytes(warehouse, t) for t in ("calls", "spans", "retention")})
     for day in days_to_sweep(warehouse, first_hot_day(today, policy)):
         one = sweep_day(warehouse, day, policy, now)
         report.days.append(day)
@@ -126,9 +126,10 @@ def sweep(
         report.kept_late += one.kept_late
         if progress:
             progress(f"{day}: {one.calls_stripped} calls and {one.spans_stripped} spans stripped")
-    if report.calls_stripped or report.spans_stripped:
-        for table in ("calls", "spans"):
-            warehouse.compact(table, report.days)
-            report.files_removed += warehouse.vacuum(table, orphan_grace_hours=policy.sweep.orphan_grace_hours)
-    report.bytes_after = {t: table_bytes(warehouse, t) for t in ("calls", "spans")}
+    # every swept day rewrote its retention rows; calls and spans only where text was left
+    rewritten = [t for t, n in (("calls", report.calls_stripped), ("spans", report.spans_stripped)) if n]
+    for table in [*rewritten, "retention"] if report.days else []:
+        warehouse.compact(table, report.days)
+        report.files_removed += warehouse.vacuum(table, orphan_grace_hours=policy.sweep.orphan_grace_hours)
+    report.bytes_after = {t: table_bytes(warehouse, t) for t in ("calls", "spans", "retention")}
     return report
