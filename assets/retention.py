@@ -40,13 +40,22 @@ def _reason_table(rows: pl.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.md("\n".join(lines))
 
 
-@dg.asset(
-    deps=["calls", "traces"],
+# A multi-asset for its op name: the op of an asset keyed `retention` would be
+# named `retention` too, and clash with the `retention` stage job.
+@dg.multi_asset(
+    name="decide_retention",
+    specs=[
+        dg.AssetSpec(
+            "retention",
+            deps=["calls", "traces"],
+            kinds={"delta"},
+            group_name="retention",
+            description="One row per call: tier (full or ingredients), every rule that matched, keep probability, "
+            "policy.",
+        )
+    ],
     partitions_def=daily,
-    kinds={"delta"},
-    group_name="retention",
     pool="warehouse",
-    description="One row per call: tier (full or ingredients), every rule that matched, keep probability, policy.",
 )
 def retention(
     context: dg.AssetExecutionContext, warehouse: Warehouse, retention_policy: RetentionPolicy
@@ -60,6 +69,7 @@ def retention(
     sampled = full.filter(pl.col("reasons").list.contains(SAMPLED)).height
     context.log.info(f"{day}: {rows.height} calls decided, {full.height} kept in full ({sampled} sampled)")
     return dg.MaterializeResult(
+        asset_key="retention",
         metadata={
             **merge_metadata(result, warehouse),
             "calls": rows.height,
@@ -73,7 +83,7 @@ def retention(
             "preview": preview(
                 rows.to_dicts(), ["call_id", "service", "user_tier", "tier", "keep_probability", "reasons"]
             ),
-        }
+        },
     )
 
 

@@ -25,12 +25,12 @@ def test_retention_decides_every_call_of_the_day_and_a_rerun_commits_nothing(war
     calls = warehouse.read("calls", pl.col("occurred_date") == day, ["call_id"])
     decided = warehouse.read("retention")
     assert sorted(decided["call_id"]) == sorted(calls["call_id"])
-    meta = first.asset_materializations_for_node("retention")[0].metadata
+    meta = first.asset_materializations_for_node("decide_retention")[0].metadata
     assert meta["calls"].value == calls.height
     assert meta["kept_full"].value == decided.filter(pl.col("tier") == "full").height
     assert meta["kept_by_rule"].value + meta["kept_by_sampling"].value == meta["kept_full"].value
     assert "segment:vip" in meta["reasons"].value and meta["policy_version"].value == "1"
-    assert second.asset_materializations_for_node("retention")[0].metadata["committed"].value is False
+    assert second.asset_materializations_for_node("decide_retention")[0].metadata["committed"].value is False
     assert warehouse.version("retention") == version
 
 
@@ -75,3 +75,29 @@ coverage:
     assert meta["uncovered_segments"].value == uncovered.height
     table = meta["coverage"].value
     assert "| support.triage |" in table and "**no**" in table and "strata.rates" in table
+
+
+def test_the_retention_stage_job_runs_next_to_the_other_stages(warehouse, demo):
+    """A stage job named `retention` (as pipelines/jobs.py names stages) does not clash with the asset's op."""
+    from assets import ingest
+    from pipelines.resources.object_store import ObjectStore
+
+    stage = dg.define_asset_job("retention", selection=dg.AssetSelection.groups("retention"))
+    defs = dg.Definitions(
+        assets=[ingest.raw_traces, ingest.traces, retention, retention_coverage],
+        jobs=[stage],
+        resources={
+            "warehouse": warehouse,
+            "retention_policy": RetentionPolicy(),
+            "source": ObjectStore(uri=demo.source),
+        },
+    )
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("retention").execute_in_process(
+            partition_key=DAYS[1].isoformat(), instance=instance
+        )
+    assert result.success
+    assert {e.asset_key.path[-1] for e in result.get_asset_materialization_events()} == {
+        "retention",
+        "retention_coverage",
+    }

@@ -145,7 +145,7 @@ def test_a_second_sweep_finds_nothing_and_commits_nothing(warehouse, tmp_path):
         )
     assert first.days == DAYS
     assert {t: warehouse.version(t) for t in versions} == versions
-    metadata = again.asset_materializations_for_node("retention")[0].metadata
+    metadata = again.asset_materializations_for_node("decide_retention")[0].metadata
     assert metadata["committed"].value is False
 
 
