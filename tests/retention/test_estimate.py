@@ -65,13 +65,22 @@ def test_the_interval_covers_the_truth_at_its_nominal_rate_across_samples(inputs
     assert abs(mean - truth) / truth < 0.015, (mean, truth)
 
 
-def test_the_readme_query_gives_the_same_estimate(inputs):
+def test_the_readme_queries_give_the_same_estimates(inputs, demo):
     """The SQL in pipelines/retention/README.md, run as written with polars SQL."""
     calls, traces = inputs
     decisions = decide(calls, traces, load_policy(), NOW)
-    query = re.search(r"```sql\n(.*?)```", README.read_text(), re.S).group(1)
-    result = pl.SQLContext(retention=decisions.lazy(), calls=calls.lazy()).execute(query).collect()
+    per_route, refunds = re.findall(r"```sql\n(.*?)```", README.read_text(), re.S)
+
+    result = pl.SQLContext(retention=decisions.lazy()).execute(per_route).collect()
     estimate = horvitz_thompson(decisions)
-    total = result.filter(pl.col("service").is_not_null())
-    assert total["estimated_calls"].sum() == pytest.approx(estimate.total)
-    assert total["variance"].sum() == pytest.approx(estimate.variance)
+    assert result["estimated_calls"].sum() == pytest.approx(estimate.total)
+    assert result["variance"].sum() == pytest.approx(estimate.variance)
+
+    texts = Warehouse(uri=str(demo.root / "warehouse")).read("calls", columns=["call_id", "output_text"])
+    result = pl.SQLContext(retention=decisions.lazy(), calls=texts.lazy()).execute(refunds).collect()
+    flagged = decisions.join(texts, on="call_id").with_columns(
+        pl.col("output_text").str.to_lowercase().str.contains("refund").fill_null(False).cast(pl.Float64).alias("y")
+    )
+    expected = horvitz_thompson(flagged, "y")
+    assert expected.total > 0
+    assert result["estimated_refund_answers"].sum() == pytest.approx(expected.total)
