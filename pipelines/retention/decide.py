@@ -48,6 +48,27 @@ HASHED = (
 )
 
 
+# The columns and types of a decision (retention rows).
+_OUTPUT_SCHEMA = {
+    "call_id": pl.String,
+    "trace_id": pl.String,
+    "occurred_date": pl.Date,
+    "service": pl.String,
+    "user_tier": pl.String,
+    "language": pl.String,
+    "input_bucket": pl.String,
+    "tier": pl.String,
+    "reasons": REASONS,
+    "keep_probability": pl.Float64,
+    "sampling_rate": pl.Float64,
+    "policy_version": pl.String,
+    "policy_sha256": pl.String,
+    "decided_at": pl.Datetime("us", "UTC"),
+    "swept_at": pl.Datetime("us", "UTC"),
+    "record_sha256": pl.String,
+}
+
+
 def sample_point(trace_ids: pl.Series, salt: str) -> pl.Series:
     """The trace's uniform draw in [0, 1), from a hash that no library upgrade changes."""
     values = [int.from_bytes(hashlib.sha256(f"{salt}:{t}".encode()).digest()[:8], "big") / 2.0**64 for t in trace_ids]
@@ -143,23 +164,3 @@ def decide(
     )
     out = out.join(swept.unique("call_id"), on="call_id", how="left")
     return out.with_columns(row_sha256(out)).select(_OUTPUT_SCHEMA.keys())
-
-
-_OUTPUT_SCHEMA = {
-    "call_id": pl.String,
-    "trace_id": pl.String,
-    "occurred_date": pl.Date,
-    "service": pl.String,
-    "user_tier": pl.String,
-    "language": pl.String,
-    "input_bucket": pl.String,
-    "tier": pl.String,
-    "reasons": REASONS,
-    "keep_probability": pl.Float64,
-    "sampling_rate": pl.Float64,
-    "policy_version": pl.String,
-    "policy_sha256": pl.String,
-    "decided_at": pl.Datetime("us", "UTC"),
-    "swept_at": pl.Datetime("us", "UTC"),
-    "record_sha256": pl.String,
-}
