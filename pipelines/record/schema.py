@@ -342,7 +342,7 @@ RETENTION = pa.schema(
         ("policy_version", pa.string()),
         ("policy_sha256", pa.string()),
         ("decided_at", TS),
-        # when the sweep removed this call's full text (null: not swept)
+        # when the sweep last made sure this call holds no full text (null: not swept)
         ("swept_at", TS),
         ("record_sha256", pa.string()),
     ]

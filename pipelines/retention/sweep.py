@@ -7,9 +7,10 @@ first decision (a late thumbs-down merged onto ``calls.feedback``, a check that
 added a flag) is kept. It then rewrites the calls and spans that still hold
 text, marks the day's decisions with ``swept_at``, and finally compacts the
 touched partitions and vacuums, so the bytes leave the disk, not just the
-table. A day is settled when every call has a decision and every
-``ingredients`` decision is marked; a second run finds nothing to do and
-commits nothing.
+table. A day is settled when every call has a decision, every
+``ingredients`` decision is marked, and no call was ingested since (a changed
+source object, re-ingested, brings text back); a second run finds nothing to
+do and commits nothing.
 """
 
 from __future__ import annotations
@@ -48,10 +49,18 @@ def first_hot_day(today: date, policy: Policy) -> date:
 
 
 def days_to_sweep(warehouse: Warehouse, before: date) -> list[date]:
-    """Days before ``before`` with a call that has no decision yet, or an
-    ``ingredients`` decision the sweep has not marked."""
+    """Days before ``before`` that are not settled: a call has no decision yet,
+    an ``ingredients`` decision is not marked swept, or a call was ingested
+    after the day was last swept (a changed source object, re-ingested, brings
+    its text back)."""
     past = pl.col("occurred_date") < before
-    calls = warehouse.scan("calls").filter(past).group_by("occurred_date").agg(pl.len().alias("calls")).collect()
+    calls = (
+        warehouse.scan("calls")
+        .filter(past)
+        .group_by("occurred_date")
+        .agg(pl.len().alias("calls"), pl.col("ingested_at").max().alias("last_ingested"))
+        .collect()
+    )
     decided = (
         warehouse.scan("retention")
         .filter(past)
@@ -59,11 +68,14 @@ def days_to_sweep(warehouse: Warehouse, before: date) -> list[date]:
         .agg(
             pl.len().alias("decided"),
             ((pl.col("tier") == INGREDIENTS) & pl.col("swept_at").is_null()).sum().alias("unswept"),
+            pl.col("swept_at").max().alias("last_swept"),
         )
         .collect()
     )
     days = calls.join(decided, on="occurred_date", how="left").filter(
-        (pl.col("decided").fill_null(0) < pl.col("calls")) | (pl.col("unswept").fill_null(0) > 0)
+        (pl.col("decided").fill_null(0) < pl.col("calls"))
+        | (pl.col("unswept").fill_null(0) > 0)
+        | (pl.col("last_ingested") > pl.col("last_swept")).fill_null(False)
     )
     return sorted(days["occurred_date"].to_list())
 
@@ -100,7 +112,7 @@ def sweep_day(warehouse: Warehouse, day: date, policy: Policy, now: datetime) ->
 
     # mark last: a run that dies before this point does the day again
     marked = today.with_columns(
-        pl.when((pl.col("tier") == INGREDIENTS) & pl.col("swept_at").is_null())
+        pl.when(pl.col("tier") == INGREDIENTS)
         .then(pl.lit(now).cast(pl.Datetime("us", "UTC")))
         .otherwise(pl.col("swept_at"))
         .alias("swept_at")

@@ -5,6 +5,7 @@ flagged before its sweep is kept, and a second run changes nothing."""
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,6 @@ from tests.retention.environment import DAYS, END, ingest, settings_for
 from tests.retention.planted import KEPT, SWEPT, files_holding, write_planted
 
 TODAY = END + timedelta(days=8)  # every demo day is past the 7-day hot window
-NOW = datetime(TODAY.year, TODAY.month, TODAY.day, 5, tzinfo=UTC)
 INGREDIENTS = (
     "template_id",
     "template_version",
@@ -62,7 +62,9 @@ def test_swept_text_is_gone_from_the_files_and_ingredients_stay(warehouse, demo)
     assert files_holding(root / "calls", SWEPT) and files_holding(root / "calls", KEPT)
     calls_bytes = disk_bytes(root / "calls")
 
-    report = sweep(warehouse, load_policy(), TODAY, NOW)
+    # the sweep's clock is compared with calls.ingested_at, which ingest sets from the real clock
+    now = datetime.now(UTC)
+    report = sweep(warehouse, load_policy(), TODAY, now)
 
     assert report.days == DAYS
     assert report.calls_stripped > 1000 and report.spans_stripped > 100
@@ -87,12 +89,12 @@ def test_swept_text_is_gone_from_the_files_and_ingredients_stay(warehouse, demo)
     # the bytes left the disk: the table shrank, it did not just hide rows
     assert disk_bytes(root / "calls") < 0.9 * calls_bytes
     decided = warehouse.read("retention", pl.col("trace_id") == demo.planted.swept_trace).to_dicts()[0]
-    assert decided["tier"] == "ingredients" and decided["swept_at"] == NOW
+    assert decided["tier"] == "ingredients" and decided["swept_at"] == now
 
 
 def test_spans_of_swept_sessions_keep_only_their_metadata(warehouse):
     decide_days(warehouse)
-    sweep(warehouse, load_policy(), TODAY, NOW)
+    sweep(warehouse, load_policy(), TODAY, datetime.now(UTC))
     tiers = warehouse.read("retention").group_by("trace_id").agg(pl.col("tier").first())
     tools = warehouse.read("spans", pl.col("kind") == "tool").join(tiers, on="trace_id")
     swept = [json.loads(a) for a in tools.filter(pl.col("tier") == "ingredients")["attributes_json"]]
@@ -110,11 +112,11 @@ def test_a_late_thumbs_down_before_the_sweep_keeps_the_session(warehouse):
     sizes = decided.group_by("trace_id").agg(pl.len().alias("calls"), pl.col("tier").first())
     trace_id = sizes.filter((pl.col("tier") == "ingredients") & (pl.col("calls") >= 2))["trace_id"][0]
     row = warehouse.read("calls", pl.col("trace_id") == trace_id).sort("occurred_at").to_dicts()[0]
-    thumbs_down = {"source": "user", "name": "thumbs", "value_string": "down", "created_at": NOW}
+    thumbs_down = {"source": "user", "name": "thumbs", "value_string": "down", "created_at": datetime.now(UTC)}
     row.update(feedback=[thumbs_down], record_sha256="late-feedback")
     warehouse.merge("calls", [row], partitions=[row["occurred_date"]])
 
-    report = sweep(warehouse, load_policy(), TODAY, NOW)
+    report = sweep(warehouse, load_policy(), TODAY, datetime.now(UTC))
 
     session = warehouse.read("calls", pl.col("trace_id") == trace_id)
     assert session.height >= 2 and session["output_messages"].is_not_null().all()
@@ -128,7 +130,7 @@ def test_a_late_thumbs_down_before_the_sweep_keeps_the_session(warehouse):
 
 def test_a_second_sweep_finds_nothing_and_commits_nothing(warehouse, tmp_path):
     decide_days(warehouse)
-    first = sweep(warehouse, load_policy(), TODAY, NOW)
+    first = sweep(warehouse, load_policy(), TODAY, datetime.now(UTC))
     versions = {t: warehouse.version(t) for t in ("calls", "spans", "retention")}
     with dg.instance_for_test() as instance:
         result = retention_sweep.execute_in_process(
@@ -168,10 +170,33 @@ def test_the_sweep_frees_text_on_s3(s3, tmp_path):
     )
     assert files_holding(s3.download("wh/calls/", tmp_path / "before"), SWEPT)
 
-    report = sweep(warehouse, load_policy(), TODAY, NOW)
+    report = sweep(warehouse, load_policy(), TODAY, datetime.now(UTC))
 
     assert report.days == [day] and report.calls_stripped > 0
     mirror = s3.download("wh/", tmp_path / "after")
     assert files_holding(mirror, SWEPT) == []
     assert files_holding(mirror / "wh" / "calls", KEPT)
     assert report.bytes_after["calls"] < report.bytes_before["calls"]
+
+
+def test_text_brought_back_by_a_reingest_is_swept_again(warehouse, demo, tmp_path):
+    root = Path(warehouse.uri)
+    decide_days(warehouse)
+    sweep(warehouse, load_policy(), TODAY, datetime.now(UTC))
+    # the application re-exports an old object with a small change: a new etag, so ingest reads it again
+    source = tmp_path / "source"
+    shutil.copytree(demo.source, source)
+    planted = source / f"{DAYS[1]:%Y/%m/%d}" / "support" / "planted.jsonl"
+    lines = planted.read_text().splitlines()
+    first = json.loads(lines[0])
+    first["tags"] = ["re-exported"]
+    planted.write_text("\n".join([json.dumps(first), *lines[1:]]) + "\n")
+    ingest(settings_for(str(source), warehouse.uri), [DAYS[1]])
+    assert SWEPT in _row(warehouse, demo.planted.swept_trace)["output_text"]
+
+    report = sweep(warehouse, load_policy(), TODAY, datetime.now(UTC))
+
+    assert report.days == [DAYS[1]] and report.calls_stripped == 1
+    assert _row(warehouse, demo.planted.swept_trace)["output_text"] is None
+    assert files_holding(root, SWEPT) == []
+    assert sweep(warehouse, load_policy(), TODAY, datetime.now(UTC)).days == []
