@@ -15,21 +15,12 @@ from pydantic import Field
 
 from assets.reporting import merge_metadata, preview
 from pipelines.partitions import daily, day_of
+from pipelines.resources.policies import RetentionPolicy
 from pipelines.resources.warehouse import Warehouse, sql_literal
 from pipelines.retention.coverage import coverage, markdown
 from pipelines.retention.decide import FULL, SAMPLED
 from pipelines.retention.inputs import decide_day
-from pipelines.retention.policy import Policy, load_policy
 from pipelines.retention.sweep import sweep
-
-
-class RetentionPolicy(dg.ConfigurableResource):
-    """Where the retention policy lives."""
-
-    path: str | None = Field(default=None, description="A YAML retention policy; unset: the one tracelake ships")
-
-    def load(self) -> Policy:
-        return load_policy(self.path)
 
 
 def _reason_table(rows: pl.DataFrame) -> dg.MetadataValue:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ingest, quality, rot
+from assets import ingest, quality, retention, rot
 from pipelines.jobs import jobs
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
@@ -14,10 +14,16 @@ from pipelines.settings import Settings
 def build(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings.from_env()
     return dg.Definitions(
-        assets=[ingest.raw_traces, ingest.traces, rot.rot_checks],
+        assets=[
+            ingest.raw_traces,
+            ingest.traces,
+            retention.retention,
+            retention.retention_coverage,
+            rot.rot_checks,
+        ],
         asset_checks=[*quality.checks, rot.rot_rate_jump],
         jobs=jobs,
-        schedules=schedules,
+        schedules=[*schedules, retention.retention_sweep_schedule],
         sensors=sensors,
         resources=settings.resources(),
     )

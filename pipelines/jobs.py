@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-STAGES = ("ingest", "rot")
+from assets.retention import retention_sweep
+
+STAGES = ("ingest", "retention", "rot")
 
 stage_jobs = {
     stage: dg.define_asset_job(
@@ -19,4 +21,4 @@ nightly = dg.define_asset_job(
     selection=dg.AssetSelection.groups(*STAGES),
     description="Every stage for one day, in order: " + " -> ".join(STAGES) + ".",
 )
-jobs = [*stage_jobs.values(), nightly]
+jobs = [*stage_jobs.values(), nightly, retention_sweep]

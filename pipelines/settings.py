@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
+from pipelines.resources.policies import RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
 from pipelines.resources.warehouse import Warehouse
 
@@ -45,6 +46,7 @@ class Settings:
     source_uri: str
     warehouse_uri: str
     stores_uri: str
+    retention_policy: str | None
     layouts: tuple[str, ...]
     format_overrides: dict[str, str]
     endpoint_url: str | None
@@ -59,6 +61,7 @@ class Settings:
             source_uri=_env("TRACELAKE_SOURCE", str(HOME / "source")),
             warehouse_uri=_env("TRACELAKE_WAREHOUSE", str(HOME / "warehouse")),
             stores_uri=_env("TRACELAKE_STORES", str(HOME / "stores")),
+            retention_policy=_env("TRACELAKE_RETENTION_POLICY"),
             layouts=tuple(layouts.split(",")) if layouts else DEFAULT_LAYOUTS,
             format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
             endpoint_url=_env("AWS_ENDPOINT_URL"),
@@ -96,4 +99,9 @@ class Settings:
         }
 
     def resources(self) -> dict[str, object]:
-        return {"source": self.object_store(), "warehouse": self.warehouse(), **self.ingredient_stores()}
+        return {
+            "source": self.object_store(),
+            "warehouse": self.warehouse(),
+            "retention_policy": RetentionPolicy(path=self.retention_policy),
+            **self.ingredient_stores(),
+        }

@@ -4,6 +4,8 @@ point the pipeline at tmp folders or at that server."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -20,17 +22,32 @@ os.environ.pop("AWS_PROFILE", None)
 
 from tests.environments import S3  # noqa: E402
 
+# moto's ThreadedMotoServer in a process of its own, not a thread of the test
+# process: some delta-rs calls (alter.set_table_properties, used by vacuum) hold
+# the GIL while they wait for S3, so a server thread beside them could never answer.
+SERVE_MOTO = """
+import sys
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+server.start()
+host, port = server.get_host_and_port()
+print(f"http://{host}:{port}", flush=True)
+sys.stdin.read()  # until the test process closes our stdin
+server.stop()
+"""
+
 
 @pytest.fixture(scope="session")
 def moto_endpoint() -> Iterator[str]:
     """moto's S3 as a real HTTP server on loopback: boto3 and delta-rs (Rust) both talk to it."""
-    from moto.server import ThreadedMotoServer
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
+    process = subprocess.Popen(
+        [sys.executable, "-c", SERVE_MOTO], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield process.stdout.readline().strip()
+    finally:
+        process.stdin.close()
+        process.wait(timeout=10)
 
 
 @pytest.fixture

@@ -4,15 +4,19 @@ server, and a way to run a stage job in-process with them."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import boto3
 import dagster as dg
 
+from pipelines.resources.warehouse import Warehouse
 from pipelines.settings import Settings
 
 
 @dataclasses.dataclass(frozen=True)
 class S3:
+    """A bucket on the loopback S3 server."""
+
     endpoint_url: str
     bucket: str
 
@@ -21,6 +25,29 @@ class S3:
 
     def client(self):
         return boto3.client("s3", endpoint_url=self.endpoint_url, region_name="us-east-1")
+
+    def warehouse(self, prefix: str = "wh") -> Warehouse:
+        return Warehouse(
+            uri=self.uri(prefix),
+            endpoint_url=self.endpoint_url,
+            region="us-east-1",
+            access_key_id="testing",
+            secret_access_key="testing",
+        )
+
+    def objects(self, prefix: str) -> dict[str, bytes]:
+        """Every object under ``prefix``: key -> bytes."""
+        client = self.client()
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        keys = [o["Key"] for page in pages for o in page.get("Contents", [])]
+        return {k: client.get_object(Bucket=self.bucket, Key=k)["Body"].read() for k in keys}
+
+    def download(self, prefix: str, folder: Path) -> Path:
+        """Every object under ``prefix``, as files under ``folder`` (to look inside them)."""
+        for key, data in self.objects(prefix).items():
+            (folder / key).parent.mkdir(parents=True, exist_ok=True)
+            (folder / key).write_bytes(data)
+        return folder
 
 
 def local_settings(tmp_path, **changes) -> Settings:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import dagster as dg
 import polars as pl
 
-from assets.retention import RetentionPolicy, retention, retention_coverage
+from pipelines.resources.policies import RetentionPolicy
+from assets.retention import retention, retention_coverage
 from tests.retention.environment import DAYS
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from assets.retention import RetentionPolicy, retention, retention_sweep
+from pipelines.resources.policies import RetentionPolicy
+from assets.retention import retention, retention_sweep
 from pipelines.demo import generate
 from pipelines.resources.warehouse import Warehouse
 from pipelines.retention.policy import load_policy
