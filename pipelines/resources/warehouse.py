@@ -136,47 +136,41 @@ class Warehouse(dg.ConfigurableResource):
         data = to_arrow(name, rows)
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)
-        for attempt in range(1, self.max_commit_attempts + 1):
-            try:
-                return self._merge_once(name, data, partitions, replace)
-            except CommitFailedError:
-                if attempt == self.max_commit_attempts:
-                    raise
-                # another writer committed first: reload and try again, with jitter
-                delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
-                log.info("commit conflict on %s (attempt %d); retrying in %.2fs", name, attempt, delay)
-                time.sleep(delay)
-        raise AssertionError("unreachable")
-
-    def _merge_once(
-        self, name: str, data: pa.Table, partitions: Iterable[Any] | None, replace: str | None
-    ) -> MergeResult:
-        table = self.table(name)
-        if table is None:
+        if self.table(name) is None:
             if data.num_rows == 0:
                 return MergeResult(name, None, 0)
-            try:
-                write_deltalake(
-                    self.table_uri(name),
-                    data,
-                    mode="error",
-                    partition_by=list(PARTITIONS[name]) or None,
-                    storage_options=self.storage_options(),
-                )
-            except Exception as e:  # another run created it between our check and write
-                if self.table(name) is None:
-                    raise
-                log.info("table %s appeared while creating it (%s); merging instead", name, type(e).__name__)
-                return self._merge_once(name, data, partitions, replace)
-            return MergeResult(name, 0, data.num_rows, inserted=data.num_rows, committed=True)
+            created = self._create(name, data)
+            if created is not None:
+                return created
+        return self._retrying(name, lambda table: self._merge_into(name, table, data, partitions, replace))
 
-        keys = KEYS[name]
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in keys)
+    def _create(self, name: str, data: pa.Table) -> MergeResult | None:
+        """Write the first version of a table; None when another writer created it first."""
+        try:
+            write_deltalake(
+                self.table_uri(name),
+                data,
+                mode="error",
+                partition_by=list(PARTITIONS[name]) or None,
+                storage_options=self.storage_options(),
+            )
+        except Exception as e:
+            if self.table(name) is None:
+                raise
+            log.info("table %s appeared while creating it (%s); merging instead", name, type(e).__name__)
+            return None
+        return MergeResult(name, 0, data.num_rows, inserted=data.num_rows, committed=True)
+
+    def _merge_into(
+        self, name: str, table: DeltaTable, data: pa.Table, partitions: Iterable[Any] | None, replace: str | None
+    ) -> MergeResult:
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
         part_cols = PARTITIONS[name]
         if partitions is not None and part_cols:
             predicate += " AND " + in_list(f"t.{part_cols[0]}", partitions)
         before = table.version()
-        merger = table.merge(data, predicate=predicate, source_alias="s", target_alias="t")
+        # merge_schema: a column added to schema.py (top-level or nested) evolves old tables in place
+        merger = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True)
         if "record_sha256" in data.schema.names:
             merger = merger.when_matched_update_all(predicate="t.record_sha256 <> s.record_sha256")
         merger = merger.when_not_matched_insert_all()
@@ -241,7 +235,7 @@ class Warehouse(dg.ConfigurableResource):
 
         def once(table: DeltaTable) -> MergeResult:
             before = table.version()
-            merger = table.merge(data, predicate=predicate, source_alias="s", target_alias="t")
+            merger = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True)
             metrics = merger.when_matched_update_all(predicate=guard).execute()
             after = table.version()
             updated = metrics.get("num_target_rows_updated", 0)
