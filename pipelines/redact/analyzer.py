@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import phonenumbers
-from presidio_analyzer import AnalyzerEngine, RecognizerRegistry
+import regex
+from presidio_analyzer import AnalyzerEngine, PatternRecognizer, RecognizerRegistry
 
 from pipelines.redact import nlp
 from pipelines.redact.context_enhancer import NearbyContextEnhancer
@@ -39,7 +41,8 @@ from pipelines.redact.entities import (
     UNAMBIGUOUS,
     UNAMBIGUOUS_WHEN_FORMATTED,
 )
-from pipelines.redact.recognizers import build_recognizers
+from pipelines.redact.patterns import CREDENTIALS, compiled, may_hold_credential
+from pipelines.redact.recognizers import PHONE_CANDIDATE, build_recognizers
 
 # presidio logs context words and matched tokens at debug level
 for _name in ("presidio-analyzer", "presidio-anonymizer"):
@@ -52,6 +55,33 @@ _DIGITS = str.maketrans("", "", "0123456789")
 # Entities whose recognizers use context words: only texts that may hold one
 # of them pay for tokenization.
 _CONTEXTUAL = frozenset(entity for entity, words in CONTEXT.items() if words)
+
+
+# Fewer digits than this and the entity cannot be in the text
+_MIN_DIGITS = {PHONE: 7, CARD: 12, SSN: 9, CPF: 11, CNPJ: 2, IBAN: 2, IP: 4}
+
+
+_IP_GATE = re.compile(r"\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}|:[0-9A-Fa-f]{0,4}:")
+
+
+def _gates(recognizers: Sequence) -> dict[str, Callable[[str], bool]]:
+    """Per entity, a cheap test that is true whenever its recognizer could match."""
+    credentials = [compiled(p) for p in CREDENTIALS]
+    gates: dict[str, Callable[[str], bool]] = {
+        EMAIL: lambda text: "@" in text,
+        CREDENTIAL: lambda text: may_hold_credential(text) and any(c.search(text) for c in credentials),
+        PHONE: lambda text: PHONE_CANDIDATE.search(text) is not None,
+        # presidio's IPv6 patterns are slow to search; every address they accept
+        # (three groups or more) has a dotted quad or two colons with hex between
+        IP: _IP_GATE.search,
+    }
+    for recognizer in recognizers:
+        entity = recognizer.supported_entities[0]
+        if isinstance(recognizer, PatternRecognizer) and entity not in gates:
+            # the recognizer's own patterns, as one search
+            joined = "|".join(f"(?:{p.regex})" for p in recognizer.patterns)
+            gates[entity] = regex.compile(joined, recognizer.global_regex_flags or 0).search
+    return gates
 
 
 class Hit(NamedTuple):
@@ -80,10 +110,10 @@ class DetectorSettings:
     number_min_score: float = 0.6
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     """One text to analyze. ``restricted`` limits the search to unambiguous
-    entities (values under id-like keys); ``number`` marks a JSON number."""
+    entities (values under id-like keys); ``number`` marks a JSON number.
+    A tuple, not a dataclass: a day of traces builds millions of these."""
 
     text: str
     natural_language: bool = False
@@ -150,6 +180,7 @@ class TextAnalyzer:
             context_aware_enhancer=NearbyContextEnhancer(),
         )
         self._enabled = frozenset(self.settings.entities)
+        self._gates = _gates(registry.recognizers)
         self._allow = {v.casefold() for v in self.settings.allow_list}
 
     def versions(self) -> dict[str, str]:
@@ -157,30 +188,22 @@ class TextAnalyzer:
 
     def candidates(self, request: Request) -> list[str]:
         """Entities the text could hold at all: skipping the rest is what makes
-        most trace text cheap (no digits: no phone, card, CPF...)."""
+        most trace text cheap. A digit count rules out most; then each
+        recognizer's own patterns, searched without presidio's per-call cost,
+        tell whether it can match (so skipping never loses a match)."""
         text = request.text
         allowed = (*UNAMBIGUOUS, *UNAMBIGUOUS_WHEN_FORMATTED) if request.restricted else ENTITIES
         digits = len(text) - len(text.translate(_DIGITS))
-        wanted = {CREDENTIAL}
-        if "@" in text:
-            wanted.add(EMAIL)
-        if digits >= 2:
-            wanted.add(CNPJ)
-        if digits >= 4 and ("." in text or ":" in text):
-            wanted.add(IP)
-        if digits >= 4:
-            wanted.add(IBAN)
-        if digits >= 8:
-            wanted.add(PHONE)
-        if digits >= 9:
-            wanted.add(SSN)
-        if digits >= 9:
-            wanted.add(CPF)
-        if digits >= 12:
-            wanted.add(CARD)
-        if request.natural_language and self._ner is not None and not request.number:
-            wanted.add(PERSON)
-        return [e for e in ENTITIES if e in wanted and e in allowed and e in self._enabled]
+        wanted = []
+        for entity in ENTITIES:
+            if entity not in allowed or entity not in self._enabled or digits < _MIN_DIGITS.get(entity, 0):
+                continue
+            if entity == PERSON:
+                if request.natural_language and self._ner is not None and not request.number:
+                    wanted.append(entity)
+            elif self._gates[entity](text):
+                wanted.append(entity)
+        return wanted
 
     def analyze(self, request: Request) -> list[Hit]:
         return self.analyze_many([request])[0]
@@ -224,21 +247,12 @@ class TextAnalyzer:
                 ]
             return select_non_overlapping(set(hits))
         artifacts = ner_artifacts
-        if artifacts is None:
-            if PERSON in entities:
-                artifacts = self._ner.process_text(text, nlp.LANGUAGE)
-            elif _CONTEXTUAL.intersection(entities):
-                artifacts = self._blank.process_text(text, nlp.LANGUAGE)
-            else:
-                artifacts = self._empty
-        found = self.engine.analyze(
-            text,
-            language=nlp.LANGUAGE,
-            entities=entities,
-            context=list(request.context) or None,
-            nlp_artifacts=artifacts,
-            score_threshold=0.0,
-        )
+        if artifacts is None and PERSON in entities:
+            artifacts = self._ner.process_text(text, nlp.LANGUAGE)
+        found = self._run(request, entities, artifacts or self._empty)
+        if artifacts is None and any(r.score < 1.0 and r.entity_type in _CONTEXTUAL for r in found):
+            # only now is it worth tokenizing: a context word may raise these scores
+            found = self._run(request, entities, self._blank.process_text(text, nlp.LANGUAGE))
         hits = [h for h in (self._hit(r, request) for r in found) if h is not None]
         if not hits and request.number and request.context and PHONE in entities:
             hits = self._international_phone(request)
@@ -253,6 +267,16 @@ class TextAnalyzer:
         if not phonenumbers.is_valid_number(number):
             return []
         return [Hit(0, len(request.text), PHONE, 0.75)]
+
+    def _run(self, request: Request, entities: list[str], artifacts) -> list:
+        return self.engine.analyze(
+            request.text,
+            language=nlp.LANGUAGE,
+            entities=entities,
+            context=list(request.context) or None,
+            nlp_artifacts=artifacts,
+            score_threshold=0.0,
+        )
 
     def _hit(self, result, request: Request) -> Hit | None:
         text = request.text

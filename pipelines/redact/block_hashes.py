@@ -37,7 +37,10 @@ def block_sha256(block: Any, algorithm: str, keys: KeyRing) -> str:
     ``block_hashes`` row with that algorithm holds. A null algorithm (rows
     written before redaction existed) is plain sha256. For a retrieved
     document pass ``canonical.document_block(doc_id, text)``."""
-    data = canonical.canonical_json(block).encode("utf-8")
+    return _digest(canonical.canonical_json(block).encode("utf-8"), algorithm, keys)
+
+
+def _digest(data: bytes, algorithm: str | None, keys: KeyRing) -> str:
     if algorithm in (SHA256, None):
         return hashlib.sha256(data).hexdigest()
     if algorithm == HMAC_SHA256:
@@ -63,15 +66,17 @@ def raw_block_hashes(
         rows[row["block"]] = {**row, "algorithm": row.get("algorithm") or SHA256}
     blocks: dict[str, Any] = {}
     if request_json:
+        # request_blocks drops None values itself: each block is already canonical but for its encoding
         blocks.update(canonical.request_blocks(json.loads(request_json)))
     for doc in documents:
         if doc.get("text") is not None and doc.get("doc_id") is not None:
             blocks[DOCUMENT_PREFIX + doc["doc_id"]] = canonical.document_block(doc["doc_id"], doc["text"])
     for name, block in blocks.items():
         algorithm = HMAC_SHA256 if may_hold_pii(name, is_public_document) else SHA256
+        encoded = json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         rows[name] = {
             "block": name,
-            "sha256": block_sha256(block, algorithm, keys),
+            "sha256": _digest(encoded, algorithm, keys),
             "tokens": tokens.get(name),
             "algorithm": algorithm,
         }

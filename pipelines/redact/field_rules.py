@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from functools import lru_cache
 
 from pipelines.redact.context_enhancer import context_forms
 from pipelines.redact.entities import VOCABULARY
@@ -14,6 +15,7 @@ from pipelines.redact.policy import Policy
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 
+@lru_cache(maxsize=100_000)
 def snake(key: str) -> str:
     """``traceId`` -> ``trace_id``; ``X-Api-Key`` -> ``x_api_key``."""
     return _CAMEL.sub("_", key).replace("-", "_").replace(" ", "_").lower()

@@ -71,6 +71,20 @@ CREDENTIALS = (
 )
 
 
+# Every credential pattern needs one of these (lower-cased) somewhere in the text:
+# a text without any is not searched at all
+CREDENTIAL_HINTS = (
+    "sk-", "akia", "asia", "abia", "acca", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "aiza",
+    "_live_", "_test_", "eyj", "private key", "://", "bearer", "basic", "token", "passw", "pwd", "senha",
+    "passphrase", "secret", "apikey", "api_key", "api-key", "access_token", "access-token",
+)  # fmt: skip
+
+
+def may_hold_credential(text: str) -> bool:
+    lower = text.lower()
+    return any(hint in lower for hint in CREDENTIAL_HINTS)
+
+
 def compiled(pattern: CredentialPattern) -> regex.Pattern:
     flags = regex.DOTALL | (regex.IGNORECASE if pattern.ignore_case else 0)
     return regex.compile(pattern.regex, flags)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.redact.walker import JsonWalker, Visitor, join
+from pipelines.redact.walker import JsonWalker, Visitor
 
 TEXT = "text"
 JSON = "json"
@@ -44,12 +44,7 @@ def walk_row(row: dict[str, Any], table: str, walker: JsonWalker, visitor: Visit
 
 
 def _walk(value: Any, spec: Any, path: str, walker: JsonWalker, visitor: Visitor) -> Any:
-    if value is None:
-        return None
-    if spec == TEXT:
-        return walker.walk(value, path, visitor) if isinstance(value, str) else value
-    if spec == JSON:
-        return walker.walk_json_text(value, path, visitor) if isinstance(value, str) else value
+    """``value`` is a struct (dict) or a list of structs described by ``spec``."""
     if isinstance(value, list):
         changed = None
         for i, item in enumerate(value):
@@ -58,13 +53,21 @@ def _walk(value: Any, spec: Any, path: str, walker: JsonWalker, visitor: Visitor
                 changed = changed or list(value)
                 changed[i] = new
         return value if changed is None else changed
-    if isinstance(value, dict):
-        changed = None
-        for key, sub in spec.items():
-            item = value.get(key)
-            new = _walk(item, sub, join(path, key), walker, visitor)
-            if new is not item:
-                changed = changed or dict(value)
-                changed[key] = new
-        return value if changed is None else changed
-    return value
+    if not isinstance(value, dict):
+        return value
+    changed = None
+    for key, sub in spec.items():
+        item = value.get(key)
+        if item is None:
+            continue
+        child = f"{path}.{key}" if path else key
+        if sub == TEXT:
+            new = walker.walk(item, child, visitor) if isinstance(item, str) else item
+        elif sub == JSON:
+            new = walker.walk_json_text(item, child, visitor) if isinstance(item, str) else item
+        else:
+            new = _walk(item, sub, child, walker, visitor)
+        if new is not item:
+            changed = changed or dict(value)
+            changed[key] = new
+    return value if changed is None else changed

@@ -25,6 +25,11 @@ _WRAPPERS = {"string_value", "int_value", "double_value", "bool_value", "bytes_v
 
 
 class Visitor(Protocol):
+    """What to do with each leaf. A visitor may also define
+    ``enter_json(text, path) -> str | None`` (a result for a JSON text without
+    walking it, e.g. remembered from an identical one) and
+    ``leave_json(text, path, result)``, called after a JSON text was walked."""
+
     def text(self, value: str, path: str, info: FieldInfo) -> str | None:
         """Return the replacement, or None to leave the value as it is."""
 
@@ -107,12 +112,21 @@ class JsonWalker:
 
     def walk_json_text(self, text: str, path: str, visitor: Visitor, depth: int = 0) -> str:
         """A column or value that holds JSON text: walk the parsed value, re-serialize if it changed."""
+        enter = getattr(visitor, "enter_json", None)
+        if enter is not None:
+            known = enter(text, path)
+            if known is not None:
+                return known
         try:
             parsed = json.loads(text)
         except ValueError:
-            return self._leaf(text, path, visitor)
-        new = self.walk(parsed, path, visitor, depth + 1)
-        return text if new is parsed else dumps_like(text, parsed, new)
+            result = self._leaf(text, path, visitor)
+        else:
+            new = self.walk(parsed, path, visitor, depth + 1)
+            result = text if new is parsed else dumps_like(text, parsed, new)
+        if enter is not None:
+            visitor.leave_json(text, path, result)
+        return result
 
     def _object(self, value: dict, path: str, visitor: Visitor, depth: int) -> dict:
         changed = None
