@@ -23,6 +23,7 @@ from pipelines.ingest import (
 )
 from pipelines.partitions import daily, day_of
 from pipelines.resources.object_store import CorruptObject, ObjectInfo, ObjectStore
+from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import Warehouse, in_list, to_arrow
 from pipelines.traces import rollup
 
@@ -76,11 +77,17 @@ def _last_etags(warehouse: Warehouse, keys: list[str]) -> dict[str, str]:
             kinds={"delta"},
             group_name="ingest",
         ),
+        dg.AssetSpec(
+            "redaction_audit",
+            description="One row per redacted call: entity counts by type, mode, policy and detector versions.",
+            kinds={"delta"},
+            group_name="ingest",
+        ),
     ],
     partitions_def=daily,
     pool="warehouse",
 )
-def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse: Warehouse):
+def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse: Warehouse, redaction: Redaction):
     day = day_of(context)
     now = datetime.now(UTC)
     listed = source.list_day(day)
@@ -109,13 +116,18 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
         updated = settle_with_existing(batch, existing)
         context.log.info(f"{updated} stored calls updated; {len(batch.fragments)} fragments found no call")
 
-    # Redaction plugs in here: nothing below may see raw text.
+    # Redaction: nothing below this line sees raw text.
+    with redaction.redactor() as redactor:
+        redacted = redactor.redact_rows(batch.calls, batch.spans, now=now)
+    batch.calls, batch.spans = redacted.calls, redacted.spans
+    context.log.info(f"redaction ({redaction.mode}): " + ", ".join(f"{k} {v}" for k, v in redacted.stats.items()))
 
     # A changed object replaces what its previous version wrote.
     changed = [source.uri_for(o.key) for o in todo if o.key in seen]
     replace = in_list("t.source_uri", changed) if changed else None
     calls = warehouse.merge("calls", batch.calls, partitions=batch.dates("calls"), replace=replace)
     spans = warehouse.merge("spans", batch.spans, partitions=batch.dates("spans"), replace=replace)
+    audit = warehouse.merge("redaction_audit", redacted.audit, partitions=batch.dates("calls"))
     quarantine = warehouse.merge("quarantine", batch.quarantine)
     # Last: an object is only marked done once its rows are in.
     log = warehouse.merge("ingest_log", batch.ingest_log)
@@ -139,6 +151,23 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
         },
     )
     yield dg.MaterializeResult(asset_key="spans", metadata={**counts, **merge_metadata(spans, warehouse)})
+    entities: dict[str, int] = {}
+    for row in redacted.audit:
+        for entity, n in (row.get("entity_counts") or {}).items():
+            entities[entity] = entities.get(entity, 0) + n
+    yield dg.MaterializeResult(
+        asset_key="redaction_audit",
+        metadata={
+            **merge_metadata(audit, warehouse),
+            "mode": redaction.mode,
+            "entities": dg.MetadataValue.md(
+                "\n".join(
+                    ["| entity | values replaced |", "|---|---|"]
+                    + [f"| {e} | {n} |" for e, n in sorted(entities.items(), key=lambda kv: -kv[1])]
+                )
+            ),
+        },
+    )
     yield dg.MaterializeResult(
         asset_key="quarantine",
         metadata={

@@ -13,6 +13,7 @@ import polars as pl
 
 from pipelines import quality
 from pipelines.partitions import daily, day_of
+from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import Warehouse
 
 # Partitioned asset checks are a preview API in Dagster 1.13; dagster is pinned
@@ -64,4 +65,46 @@ def quality_check(table: str) -> dg.AssetChecksDefinition:
     return check
 
 
-checks = [quality_check(t) for t in ("calls", "spans", "traces", "ingest_log", "quarantine")]
+# Tables that hold text, and the columns to scan where the redactor's field map does not cover them.
+TEXT_TABLES = {"calls": None, "spans": None, "quarantine": ["message"]}
+
+
+def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
+    @dg.asset_check(
+        asset=table,
+        name=f"{table}_residual_pii",
+        blocking=True,
+        partitions_def=daily,
+        description=f"No emails, valid CPFs/CNPJs, Luhn-valid cards or API keys left in the text of `{table}`.",
+    )
+    def check(
+        context: dg.AssetCheckExecutionContext, warehouse: Warehouse, redaction: Redaction
+    ) -> dg.AssetCheckResult:
+        from pipelines.redact.residual import patterns_for_mode, residual_pii_check
+
+        day = day_of(context)
+        rows, _ = _day_rows(warehouse, table, day)
+        report = residual_pii_check(
+            rows,
+            table=table if TEXT_TABLES[table] is None else None,
+            columns=TEXT_TABLES[table],
+            policy=redaction.policy(),
+            patterns=patterns_for_mode(redaction.mode),
+        )
+        if not report.passed:
+            context.log.error(f"{table} {day}: residual PII found: {report.counts}; the rows were not redacted")
+        return dg.AssetCheckResult(
+            passed=report.passed,
+            metadata={
+                "rows_scanned": report.rows,
+                "columns": ", ".join(report.columns),
+                "results": dg.MetadataValue.md(report.markdown()),
+            },
+        )
+
+    return check
+
+
+checks = [quality_check(t) for t in ("calls", "spans", "traces", "ingest_log", "quarantine")] + [
+    residual_pii_check(t) for t in TEXT_TABLES
+]

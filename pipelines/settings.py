@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
-from pipelines.resources.policies import RetentionPolicy
+from pipelines.resources.policies import Redaction, RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
 from pipelines.resources.warehouse import Warehouse
 
@@ -47,6 +47,8 @@ class Settings:
     warehouse_uri: str
     stores_uri: str
     retention_policy: str | None
+    redaction_mode: str
+    redaction_policy: str | None
     layouts: tuple[str, ...]
     format_overrides: dict[str, str]
     endpoint_url: str | None
@@ -62,6 +64,8 @@ class Settings:
             warehouse_uri=_env("TRACELAKE_WAREHOUSE", str(HOME / "warehouse")),
             stores_uri=_env("TRACELAKE_STORES", str(HOME / "stores")),
             retention_policy=_env("TRACELAKE_RETENTION_POLICY"),
+            redaction_mode=_env("TRACELAKE_REDACTION_MODE", "placeholder"),
+            redaction_policy=_env("TRACELAKE_REDACTION_POLICY"),
             layouts=tuple(layouts.split(",")) if layouts else DEFAULT_LAYOUTS,
             format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
             endpoint_url=_env("AWS_ENDPOINT_URL"),
@@ -103,5 +107,6 @@ class Settings:
             "source": self.object_store(),
             "warehouse": self.warehouse(),
             "retention_policy": RetentionPolicy(path=self.retention_policy),
+            "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),
         }
