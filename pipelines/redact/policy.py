@@ -138,17 +138,42 @@ def parse_policy(data: object, source: str = "<memory>", raw: bytes = b"") -> Po
     return policy
 
 
-def load_policy(path: str | Path | None = None) -> Policy:
-    """Read and validate a policy file; None reads the default shipped with tracelake."""
-    file = Path(path) if path is not None else DEFAULT_POLICY
+# Mappings merged one level deep with the default policy; other keys replace it whole
+_MERGED = ("entities", "fields")
+
+
+def with_defaults(data: dict, defaults: dict) -> dict:
+    """A policy file only states what it changes: every key it leaves out keeps
+    the default's value (``entities`` and ``fields`` per entry)."""
+    merged = dict(defaults)
+    for key, value in data.items():
+        if key in _MERGED and isinstance(value, dict) and isinstance(defaults.get(key), dict):
+            merged[key] = {**defaults[key], **value}
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(file: Path) -> tuple[object, bytes]:
     try:
         raw = file.read_bytes()
     except FileNotFoundError:
         raise PolicyError(f"{file}: no such redaction policy file (pass --policy with an existing YAML file)") from None
     try:
-        data = yaml.safe_load(raw)
+        return yaml.safe_load(raw), raw
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise PolicyError(f"{file}: not valid YAML{where}: {getattr(e, 'problem', None) or e}") from None
+
+
+def load_policy(path: str | Path | None = None) -> Policy:
+    """Read and validate a policy file; None reads the default shipped with tracelake."""
+    file = Path(path) if path is not None else DEFAULT_POLICY
+    data, raw = _read_yaml(file)
+    if file != DEFAULT_POLICY and isinstance(data, dict):
+        defaults, _ = _read_yaml(DEFAULT_POLICY)
+        # a policy's version and name are its own, never the default's
+        inherited = {k: v for k, v in defaults.items() if k not in ("version", "name")}
+        data = with_defaults({"name": file.stem, **data}, inherited)
     return parse_policy(data, str(file), raw)

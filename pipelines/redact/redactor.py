@@ -389,8 +389,10 @@ class Redactor:
         self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], now: datetime
     ) -> tuple[list[dict], list[dict], list[dict], dict[str, int]]:
         prepared = [self._prepare_call(call) for call in calls]
+        public = self.policy.is_public_document if self.policy.public_documents else None
         call_items = [
-            _Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self.walker, v)) for call in calls
+            _Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self.walker, v, public))
+            for call in calls
         ]
         span_items = [
             _Item(span.get("trace_id") or "", lambda v, r=span: walk_row(r, "spans", self.walker, v)) for span in spans

@@ -196,7 +196,7 @@ def residual_counts(
     for row in _records(frame, scanned):
         counter = _Counter(tuple(patterns), allow)
         if table in FIELDS:
-            walk_row(row, table, walker, counter)
+            walk_row(row, table, walker, counter, policy.is_public_document if policy.public_documents else None)
         else:
             for column in scanned:
                 walker.walk(row.get(column), column, counter)

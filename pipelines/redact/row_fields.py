@@ -9,6 +9,7 @@ structured message columns, which hold the same strings).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pipelines.redact.walker import JsonWalker, Visitor
@@ -38,17 +39,37 @@ SPAN_FIELDS: dict[str, Any] = {"attributes_json": JSON}
 FIELDS = {"calls": CALL_FIELDS, "spans": SPAN_FIELDS}
 
 
-def walk_row(row: dict[str, Any], table: str, walker: JsonWalker, visitor: Visitor) -> dict[str, Any]:
-    """The row with every text-bearing column visited; the same dict when nothing changed."""
-    return _walk(row, FIELDS[table], "", walker, visitor)
+DOCUMENTS = "retrieval.documents"
 
 
-def _walk(value: Any, spec: Any, path: str, walker: JsonWalker, visitor: Visitor) -> Any:
+def walk_row(
+    row: dict[str, Any],
+    table: str,
+    walker: JsonWalker,
+    visitor: Visitor,
+    public_document: Callable[[str | None], bool] | None = None,
+) -> dict[str, Any]:
+    """The row with every text-bearing column visited; the same dict when
+    nothing changed. Retrieved documents whose doc_id ``public_document``
+    accepts (the policy's ``public_documents``) are not visited."""
+    return _walk(row, FIELDS[table], "", walker, visitor, public_document)
+
+
+def _walk(
+    value: Any,
+    spec: Any,
+    path: str,
+    walker: JsonWalker,
+    visitor: Visitor,
+    public_document: Callable[[str | None], bool] | None = None,
+) -> Any:
     """``value`` is a struct (dict) or a list of structs described by ``spec``."""
     if isinstance(value, list):
         changed = None
         for i, item in enumerate(value):
-            new = _walk(item, spec, path, walker, visitor)
+            if path == DOCUMENTS and public_document is not None and public_document(item.get("doc_id")):
+                continue
+            new = _walk(item, spec, path, walker, visitor, public_document)
             if new is not item:
                 changed = changed or list(value)
                 changed[i] = new
@@ -66,7 +87,7 @@ def _walk(value: Any, spec: Any, path: str, walker: JsonWalker, visitor: Visitor
         elif sub == JSON:
             new = walker.walk_json_text(item, child, visitor) if isinstance(item, str) else item
         else:
-            new = _walk(item, sub, child, walker, visitor)
+            new = _walk(item, sub, child, walker, visitor, public_document)
         if new is not item:
             changed = changed or dict(value)
             changed[key] = new

@@ -96,7 +96,7 @@ class TraceSubstitutions:
                 found = self._by_value[key] = f"<{entity}_{n}>"
             return found
         seed = hmac.digest(self._synthetic_key, f"{self.scope}|{key[0]}|{key[1]}".encode(), hashlib.sha256)
-        fake = synthetic.synthesize(entity, value, seed)
+        fake = synthetic.synthesize(entity, value, seed, number=number)
         if number and fake.isdigit() and not fake.startswith("0"):
             return int(fake)
         return fake

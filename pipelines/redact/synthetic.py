@@ -137,11 +137,13 @@ GENERATORS = {
 }
 
 
-def synthesize(entity: str, value: str, seed: bytes) -> str:
+def synthesize(entity: str, value: str, seed: bytes, *, number: bool = False) -> str:
+    """A fake for ``value``; for a JSON ``number``, one that is still a number
+    (all digits, no leading zero to lose)."""
     rng = random.Random(int.from_bytes(seed[:16], "big"))
     make = GENERATORS.get(entity, fake_token)
-    for _ in range(8):
+    for _ in range(32):
         fake = make(rng, value)
-        if fake != value:
+        if fake != value and (not number or (fake.isdigit() and not fake.startswith("0"))):
             return fake
     return fake

@@ -8,6 +8,7 @@ default policy replaces them with placeholders in every mode).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
 
 from pipelines.redact.encryption import decrypt_text
@@ -37,9 +38,22 @@ class _Decrypt:
         return None
 
 
+_walkers: dict[int, tuple[Policy, JsonWalker]] = {}
+
+
+@lru_cache(maxsize=1)
+def _default_policy() -> Policy:
+    return load_policy()
+
+
 def _walker(policy: Policy | None) -> JsonWalker:
-    # public fields are skipped by the walker; nothing in them was encrypted
-    return JsonWalker(FieldRules(policy or load_policy()))
+    """One walker per policy: the rot check decrypts call after call."""
+    policy = policy or _default_policy()
+    found = _walkers.get(id(policy))
+    if found is None or found[0] is not policy:
+        # public fields are skipped by the walker; nothing in them was encrypted
+        found = _walkers[id(policy)] = (policy, JsonWalker(FieldRules(policy)))
+    return found[1]
 
 
 def unredact_rows(
@@ -68,7 +82,9 @@ def decrypt_call(call: dict[str, Any], keys: KeyRing, policy: Policy | None = No
     """One `calls` row decrypted, or None when it holds no encrypt-mode token
     (for the rot check, which then compares whole requests again)."""
     visitor = _Decrypt(call.get("trace_id") or "", keys)
-    row = walk_row(call, "calls", _walker(policy), visitor)
+    row = walk_row(
+        call, "calls", _walker(policy), visitor
+    )  # public documents hold no tokens: visiting them is harmless
     return row if visitor.tokens else None
 
 
