@@ -44,9 +44,21 @@ from pipelines.redact.entities import (
 from pipelines.redact.patterns import CREDENTIALS, compiled, may_hold_credential
 from pipelines.redact.recognizers import PHONE_CANDIDATE, build_recognizers
 
-# presidio logs context words and matched tokens at debug level
+
+class _WithoutDetails(logging.Filter):
+    """presidio logs context words at debug level and, on some validation
+    errors, the matched text at error level: keep the event, drop the details."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg = f"presidio {record.levelname.lower()} in {record.module}.{record.funcName} (details withheld)"
+        record.args = ()
+        record.exc_info = record.exc_text = None
+        return True
+
+
 for _name in ("presidio-analyzer", "presidio-anonymizer"):
     logging.getLogger(_name).setLevel(logging.WARNING)
+    logging.getLogger(_name).addFilter(_WithoutDetails())
 
 # Bumped whenever recognizers or their scoring change; stored in the audit.
 RECOGNIZERS_VERSION = "tracelake-redact-1"

@@ -7,6 +7,7 @@ distinct values per type (an email quoted in three columns is one email);
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -16,6 +17,15 @@ from pipelines.record.canonical import record_sha256
 
 # redacted_at changes on every run; a re-run that redacts the same way rewrites nothing
 AUDIT_BOOKKEEPING = ("redacted_at", "record_sha256")
+
+
+# JSON keys are data too ({"maria@x.com": ...}): a path segment that is not a
+# plain identifier is written as "*"
+_IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,63}")
+
+
+def safe_path(path: str) -> str:
+    return ".".join(part if _IDENTIFIER.fullmatch(part) else "*" for part in path.split("."))
 
 
 @dataclass
@@ -29,7 +39,7 @@ class RecordTally:
     def add(self, entity: str, normalized: str, path: str) -> None:
         self.values[entity].add(normalized)
         self.replacements += 1
-        self.fields.add(path)
+        self.fields.add(safe_path(path))
 
     def entity_counts(self) -> dict[str, int]:
         return {entity: len(values) for entity, values in sorted(self.values.items())}

@@ -65,13 +65,19 @@ def redact_command(
 
 def unredact_command(
     file: Annotated[str, typer.Argument(help=FILE_HELP)] = "-",
+    trace_id: Annotated[str | None, typer.Option(help="Only this trace's documents")] = None,
     policy: Annotated[Path | None, typer.Option(help="The policy the documents were redacted with")] = None,
 ) -> None:
     """Decrypt values redacted in encrypt mode (keys from TRACELAKE_REDACTION_KEY[S])."""
+    from pipelines.redact.redactor import trace_scope
     from pipelines.redact.unredact import unredact_documents
 
     try:
         documents = read_documents(_read(file))
+        if trace_id is not None:
+            documents.items = [d for d in documents.items if trace_scope(d) == trace_id]
+            if not documents.items:
+                _fail(f"no document of trace {trace_id!r} in the input")
         documents.items = unredact_documents(documents.items, KeyRing.from_env(), policy=load_policy(policy))
     except (DocumentError, PolicyError, MissingKey, DecryptionError) as e:
         _fail(str(e))

@@ -299,7 +299,8 @@ def _updated(row: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _trace_scope(document: Any) -> str:
+def trace_scope(document: Any) -> str:
+    """The trace a raw document belongs to (its top-level trace id); "" when it has none."""
     if isinstance(document, dict):
         for key in ("trace_id", "traceId", "trace"):
             value = document.get(key)
@@ -492,7 +493,7 @@ class Redactor:
         """Redacted copies of raw trace documents (any JSON), same structure.
         Replacements are consistent within a document's trace id (documents
         without one share a single scope)."""
-        items = [_Item(_trace_scope(doc), lambda v, d=doc: self.walker.walk(d, "", v)) for doc in documents]
+        items = [_Item(trace_scope(doc), lambda v, d=doc: self.walker.walk(d, "", v)) for doc in documents]
         with _gc_paused():
             self._redact_items(items)
         return [item.result for item in items]

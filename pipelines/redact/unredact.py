@@ -15,7 +15,7 @@ from pipelines.redact.encryption import decrypt_text
 from pipelines.redact.field_rules import FieldInfo, FieldRules
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.policy import Policy, load_policy
-from pipelines.redact.redactor import _trace_scope
+from pipelines.redact.redactor import trace_scope
 from pipelines.redact.row_fields import walk_row
 from pipelines.redact.walker import JsonWalker
 
@@ -94,4 +94,4 @@ def unredact_documents(
     """Decrypted copies of documents redacted by ``Redactor.redact_documents``."""
     keys = keys or KeyRing.from_env()
     walker = _walker(policy)
-    return [walker.walk(doc, "", _Decrypt(_trace_scope(doc), keys)) for doc in documents]
+    return [walker.walk(doc, "", _Decrypt(trace_scope(doc), keys)) for doc in documents]

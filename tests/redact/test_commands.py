@@ -58,6 +58,19 @@ def test_redact_a_json_file_and_unredact_it(runner, tmp_path):
     assert json.loads(restored.stdout) == document
 
 
+def test_unredact_one_trace(runner):
+    documents = [trace_document("t-x"), trace_document("t-y")]
+    text = "".join(json.dumps(d) + "\n" for d in documents)
+    redacted = runner.invoke(app, ["redact", "-", "--mode", "encrypt"], input=text, env=ENV)
+    assert redacted.exit_code == 0, redacted.output
+    one = runner.invoke(app, ["unredact", "-", "--trace-id", "t-y"], input=redacted.stdout, env=ENV)
+    assert one.exit_code == 0, one.output
+    [restored] = [json.loads(line) for line in one.stdout.splitlines()]
+    assert restored["trace_id"] == "t-y" and EMAIL.lower() in json.dumps(restored).lower()
+    missing = runner.invoke(app, ["unredact", "-", "--trace-id", "t-z"], input=redacted.stdout, env=ENV)
+    assert missing.exit_code == 2 and "no document of trace 't-z'" in missing.output
+
+
 def test_a_json_array_stays_an_array(runner):
     result = runner.invoke(app, ["redact", "-", "--mode", "synthetic"], input=json.dumps([trace_document("t-a")]))
     assert result.exit_code == 0, result.output

@@ -179,3 +179,22 @@ def test_errors_and_stats_never_carry_raw_text(placeholder_redactor, monkeypatch
     with pytest.raises(Exception) as error:
         placeholder_redactor.redact_rows(*rows_of([fresh]))
     assert "someone.else" not in str(error.value) and "provedor" not in repr(error.value)
+
+
+def test_presidio_log_records_carry_no_text(caplog):
+    import logging
+
+    from pipelines.redact import analyzer  # noqa: F401  (installs the filter)
+
+    with caplog.at_level(logging.WARNING, logger="presidio-analyzer"):
+        logging.getLogger("presidio-analyzer").error("Failed to validate text %s", "GB82 WEST 1234 5698 7654 32")
+    assert caplog.records and all("GB82" not in r.getMessage() for r in caplog.records)
+
+
+def test_audit_field_paths_never_carry_keys_that_are_data(placeholder_redactor):
+    document = {"trace_id": "t-keys", "balances": {"maria@empresa.com.br": f"owner {EMAIL}"}}
+    calls, spans = rows_of([trace_document("t-keys")])
+    calls[0]["extra_json"] = json.dumps(document)
+    audit = placeholder_redactor.redact_rows(calls, spans).audit[0]
+    assert any(f.startswith("extra_json.balances.*") for f in audit["fields"])
+    assert "maria" not in json.dumps(audit, default=str)
