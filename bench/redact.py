@@ -19,7 +19,8 @@ registry, NLP pipeline and context enhancer of ``pipelines.redact``):
   whole day, and the whole day would take an hour.
 
 MB are the UTF-8 bytes of the text-bearing columns (the same definition for
-both). The result is printed and written to bench/out/redact/results.json.
+both). The result is printed and written to
+bench/out/redact/results-<mode>-ner-<on|off>.json.
 """
 
 from __future__ import annotations
@@ -181,7 +182,9 @@ def main() -> None:
         "ratio": round(fast_rate / base_rate, 1),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(report, indent=2) + "\n")
+    (args.out / f"results-{args.mode}-ner-{'on' if ner else 'off'}.json").write_text(
+        json.dumps(report, indent=2) + "\n"
+    )
     stats = result.stats
     print(f"redaction of a {len(calls):,}-call demo day: {mb:.1f} MB of text, NER {'on' if ner else 'off'}")
     print(

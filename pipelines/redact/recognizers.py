@@ -8,6 +8,7 @@ numbers, ids, file names) with low-score hits (see README.md).
 
 from __future__ import annotations
 
+import phonenumbers
 import regex
 from presidio_analyzer import (
     EntityRecognizer,
@@ -171,11 +172,28 @@ _MARGIN = 24
 class TracePhoneRecognizer(PhoneRecognizer):
     """presidio's phone recognizer, minus digit runs that are part of an
     identifier (``claude-sonnet-4-5-20250929``); a run of bare digits, with no
-    "+" or punctuation, needs a context word ("ts=1732012345" is a time).
+    "+" or punctuation, needs a context word ("ts=1732012345" is a time). A
+    number that is only *possible* for its region (people mistype, and test
+    data uses unassigned area codes) counts when a context word is near:
+    "call me at (462) 650-2815".
 
     python-phonenumbers' matcher is pure Python and slow on long texts (12 s
     on a 320 KB JSON array of floats): it only runs on the few windows that
     look like a written number."""
+
+    POSSIBLE_SCORE = 0.2
+
+    def __init__(self, **kwargs):
+        super().__init__(leniency=phonenumbers.Leniency.POSSIBLE, **kwargs)
+
+    def _is_valid(self, number: str) -> bool:
+        for region in self.supported_regions:
+            try:
+                if phonenumbers.is_valid_number(phonenumbers.parse(number, region)):
+                    return True
+            except phonenumbers.NumberParseException:
+                continue
+        return False
 
     def _windows(self, text: str):
         """Candidate spans widened by a margin and merged, so the matcher sees
@@ -207,7 +225,12 @@ class TracePhoneRecognizer(PhoneRecognizer):
             after = text[result.end] if result.end < len(text) else " "
             if before.isalnum() or before in "-_./=#" or after.isalnum() or after in "-_/":
                 continue
-            if text[result.start : result.end].isdigit():
+            found = text[result.start : result.end]
+            if not self._is_valid(found):
+                if found.isdigit():
+                    continue  # neither valid nor written like a phone number: an id, a count
+                result.score = self.POSSIBLE_SCORE
+            elif found.isdigit():
                 result.score = min(result.score, 0.3)
             kept.append(result)
         return kept
