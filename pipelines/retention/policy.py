@@ -57,7 +57,8 @@ class AlwaysKeep(_Strict):
     escalated: bool = True
     guardrail_hit: bool = True
     flagged: bool = True
-    ignore_flags: list[str] = Field(default_factory=list)
+    # ingest's bookkeeping flags (how a record was stored), not findings about the call
+    ignore_flags: list[str] = Field(default_factory=lambda: ["redacted", "request_reconstructed"])
 
 
 class StratumRate(_Strict):

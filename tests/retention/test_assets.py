@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 import polars as pl
 
-from pipelines.resources.policies import RetentionPolicy
+from pipelines.resources.policies import Redaction, RetentionPolicy
 from assets.retention import retention, retention_coverage
 from tests.retention.environment import DAYS
 
@@ -90,6 +90,7 @@ def test_the_retention_stage_job_runs_next_to_the_other_stages(warehouse, demo):
         resources={
             "warehouse": warehouse,
             "retention_policy": RetentionPolicy(),
+            "redaction": Redaction(),
             "source": ObjectStore(uri=demo.source),
         },
     )

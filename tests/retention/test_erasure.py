@@ -22,7 +22,9 @@ from tests.retention.test_sweep import decide_days
 
 KEY = b"0123456789abcdef0123456789abcdef"
 NOW = datetime(2026, 12, 1, 9, tzinfo=UTC)
-PERSONAL = (ERASED_USER, ERASED_EMAIL, ERASED.name, ERASED.phone)
+# Email, name and phone were redacted at ingest (no table ever held them); what
+# ties rows to the user is the user id and the ids of their traces.
+PERSONAL = (ERASED_USER,)
 
 
 def _rows_of_user(warehouse, trace_ids) -> dict[str, int]:
@@ -45,8 +47,11 @@ def test_forget_leaves_no_row_and_no_file_with_the_user(warehouse, demo):
     before = _rows_of_user(warehouse, traces)
     assert before["calls"] >= 5 and before["spans"] > before["calls"] and before["traces"] == 4
     assert before["retention"] == before["calls"]
-    for needle in PERSONAL:
+    needles = (*PERSONAL, *traces)
+    for needle in needles:
         assert files_holding(root, needle), needle  # the detector sees the user before
+    for raw in (ERASED_EMAIL, ERASED.phone):
+        assert files_holding(root, raw) == [], "redaction at ingest kept it out of every file"
     totals = {name: warehouse.scan(name).select(pl.len()).collect().item() for name in ("calls", "spans", "traces")}
 
     report = forget_user(warehouse, ERASED_USER, key=KEY, requested_by="DSR-2026-0042", now=NOW)
@@ -56,7 +61,7 @@ def test_forget_leaves_no_row_and_no_file_with_the_user(warehouse, demo):
     assert all(n == 0 for n in _rows_of_user(warehouse, traces).values())
     for name, total in totals.items():
         assert warehouse.scan(name).select(pl.len()).collect().item() == total - before[name]
-    for needle in PERSONAL:
+    for needle in needles:
         assert files_holding(root, needle) == [], needle
     log = warehouse.read("erasure_log").to_dicts()
     assert len(log) == 1
