@@ -21,7 +21,7 @@ from __future__ import annotations
 import gc
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -31,14 +31,15 @@ from pipelines.record import canonical
 from pipelines.record.rows import BOOKKEEPING
 from pipelines.redact import nlp
 from pipelines.redact.analyzer import DetectorSettings, Hit, Request, detector_versions
-from pipelines.redact.audit import AuditContext, RecordTally, audit_row
+from pipelines.redact.audit import AuditContext, audit_row
 from pipelines.redact.block_hashes import raw_block_hashes
-from pipelines.redact.field_rules import FieldInfo, FieldRules
+from pipelines.redact.field_rules import FieldRules
 from pipelines.redact.keys import KeyRing
+from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.pool import AnalyzerPool, WorkerConfig
 from pipelines.redact.row_fields import walk_row
-from pipelines.redact.substitution import TraceSubstitutions, check_mode, normalize
+from pipelines.redact.substitution import TraceSubstitutions, check_mode
 from pipelines.redact.walker import JsonWalker
 
 REDACTED_FLAG = "redacted"
@@ -55,18 +56,6 @@ class RedactionResult:
     audit: list[dict[str, Any]]
     # counts only (texts seen, distinct, analyzed, replacements): safe to log
     stats: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class _Item:
-    """One row or document, with the trace its replacements are consistent within."""
-
-    scope: str
-    walk: Callable[[Any], Any]
-    requests: set[Request] = field(default_factory=set)
-    sensitive: set[tuple[str, str]] = field(default_factory=set)
-    result: Any = None
-    tally: RecordTally = field(default_factory=RecordTally)
 
 
 def ner_enabled(policy: Policy, override: bool | None = None) -> bool:
@@ -90,184 +79,6 @@ def detector_settings(policy: Policy, ner: bool) -> DetectorSettings:
         allow_list=tuple(policy.allow_list),
         chunk_chars=policy.large_field_chars,
     )
-
-
-def _request(value: str, info: FieldInfo, number: bool = False) -> Request:
-    return Request(value, info.natural_language and not number, info.context, info.structural, number)
-
-
-# What one JSON text holds for the analyzer: walked once per batch, reused for every copy
-_JsonKey = tuple[str, str]  # (text, path)
-
-
-@dataclass(frozen=True)
-class _JsonContent:
-    requests: frozenset[Request]
-    sensitive: frozenset[tuple[str, str]]
-    leaves: int
-
-
-class _Collect:
-    """First pass: every text the analyzer must see. A JSON text seen before in
-    the batch (a tool definition, a message repeated in a conversation) is not
-    walked again."""
-
-    def __init__(self, item: _Item, memo: dict[_JsonKey, _JsonContent]):
-        self.item = item
-        self.memo = memo
-        self.seen = 0
-        self._open: list[tuple[set, set, int]] = []
-
-    def enter_json(self, text: str, path: str) -> str | None:
-        content = self.memo.get((text, path))
-        if content is None:
-            self._open.append((set(), set(), self.seen))
-            return None
-        self.item.requests |= content.requests
-        self.item.sensitive |= content.sensitive
-        if self._open:
-            self._open[-1][0].update(content.requests)
-            self._open[-1][1].update(content.sensitive)
-        self.seen += content.leaves
-        return text
-
-    def leave_json(self, text: str, path: str, result: str) -> None:
-        requests, sensitive, seen_before = self._open.pop()
-        self.memo[(text, path)] = _JsonContent(frozenset(requests), frozenset(sensitive), self.seen - seen_before)
-        if self._open:
-            self._open[-1][0].update(requests)
-            self._open[-1][1].update(sensitive)
-
-    def _add(self, request: Request | None, sensitive: tuple[str, str] | None) -> None:
-        self.seen += 1
-        if request is not None:
-            self.item.requests.add(request)
-            if self._open:
-                self._open[-1][0].add(request)
-        if sensitive is not None:
-            self.item.sensitive.add(sensitive)
-            if self._open:
-                self._open[-1][1].add(sensitive)
-
-    def text(self, value: str, path: str, info: FieldInfo) -> None:
-        if not value.strip():
-            self._add(None, None)
-        elif info.sensitive is not None:
-            self._add(None, (value, info.sensitive))
-        else:
-            self._add(_request(value, info), None)
-
-    def number(self, value: int, path: str, info: FieldInfo) -> None:
-        if info.sensitive is not None:
-            self._add(None, (str(value), info.sensitive))
-        elif not info.structural:
-            self._add(_request(str(value), info, number=True), None)
-        else:
-            self._add(None, None)
-
-
-class _Apply:
-    """Third pass: replace, within one trace. A JSON text whose leaves had no
-    hits and holds none of the trace's known values is returned unwalked; one
-    already redacted in this trace is reused, with its tally replayed."""
-
-    def __init__(
-        self,
-        item: _Item,
-        subs: TraceSubstitutions,
-        hits: dict[Request, list[Hit]],
-        known: list[tuple[str, str]],
-        contents: dict[_JsonKey, _JsonContent],
-        done: dict[_JsonKey, tuple[str, list[tuple[str, str, str]]]],
-    ):
-        self.item = item
-        self.subs = subs
-        self.hits = hits
-        self.known = known
-        self.exact = dict(known)
-        self.contents = contents
-        self.done = done
-        self._open: list[list[tuple[str, str, str]]] = []
-
-    def _clean(self, key: _JsonKey) -> bool:
-        content = self.contents.get(key)
-        if content is None or content.sensitive or any(self.hits.get(r) for r in content.requests):
-            return False
-        text = key[0]
-        return not any(value in text for value, _ in self.known)
-
-    def enter_json(self, text: str, path: str) -> str | None:
-        key = (text, path)
-        if self._clean(key):
-            return text
-        found = self.done.get(key)
-        if found is None:
-            self._open.append([])
-            return None
-        result, events = found
-        for event in events:
-            self._record(*event)
-        return result
-
-    def leave_json(self, text: str, path: str, result: str) -> None:
-        events = self._open.pop()
-        self.done[(text, path)] = (result, events)
-        if self._open:
-            self._open[-1].extend(events)
-
-    def _record(self, entity: str, normalized: str, path: str) -> None:
-        self.item.tally.add(entity, normalized, path)
-        if self._open:
-            self._open[-1].append((entity, normalized, path))
-
-    def _replace(self, entity: str, value: str, path: str, number: bool = False) -> str | int:
-        self._record(entity, normalize(entity, value), path)
-        return self.subs.replace(entity, value, number=number)
-
-    def text(self, value: str, path: str, info: FieldInfo) -> str | None:
-        if not value.strip():
-            return None
-        if info.sensitive is not None:
-            return str(self._replace(info.sensitive, value, path))
-        found = list(self.hits.get(_request(value, info), ()))
-        if not info.structural:
-            found += _mentions(value, self.known, found)
-        if not found:
-            return None
-        out, last = [], 0
-        for hit in sorted(found):
-            out.append(value[last : hit.start])
-            out.append(str(self._replace(hit.entity, value[hit.start : hit.end], path)))
-            last = hit.end
-        out.append(value[last:])
-        return "".join(out)
-
-    def number(self, value: int, path: str, info: FieldInfo) -> str | int | None:
-        text = str(value)
-        if info.sensitive is not None:
-            return self._replace(info.sensitive, text, path, number=True)
-        if info.structural:
-            return None
-        for hit in self.hits.get(_request(text, info, number=True), ()):
-            return self._replace(hit.entity, text, path, number=True)
-        entity = self.exact.get(text)
-        return None if entity is None else self._replace(entity, text, path, number=True)
-
-
-def _mentions(text: str, known: list[tuple[str, str]], taken: list[Hit]) -> list[Hit]:
-    """Other mentions of values detected elsewhere in the trace, whole words only."""
-    found: list[Hit] = []
-    for value, entity in known:
-        start = text.find(value)
-        while start >= 0:
-            end = start + len(value)
-            whole = (start == 0 or not (text[start - 1].isalnum() and value[0].isalnum())) and (
-                end == len(text) or not (text[end].isalnum() and value[-1].isalnum())
-            )
-            if whole and all(end <= h.start or start >= h.end for h in (*taken, *found)):
-                found.append(Hit(start, end, entity, 1.0))
-            start = text.find(value, end)
-    return found
 
 
 @contextmanager
@@ -392,11 +203,11 @@ class Redactor:
         prepared = [self._prepare_call(call) for call in calls]
         public = self.policy.is_public_document if self.policy.public_documents else None
         call_items = [
-            _Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self.walker, v, public))
+            Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self.walker, v, public))
             for call in calls
         ]
         span_items = [
-            _Item(span.get("trace_id") or "", lambda v, r=span: walk_row(r, "spans", self.walker, v)) for span in spans
+            Item(span.get("trace_id") or "", lambda v, r=span: walk_row(r, "spans", self.walker, v)) for span in spans
         ]
         # placeholders are numbered in the order a trace happened, whatever the input order
         rows = [*calls, *spans]
@@ -493,18 +304,18 @@ class Redactor:
         """Redacted copies of raw trace documents (any JSON), same structure.
         Replacements are consistent within a document's trace id (documents
         without one share a single scope)."""
-        items = [_Item(trace_scope(doc), lambda v, d=doc: self.walker.walk(d, "", v)) for doc in documents]
+        items = [Item(trace_scope(doc), lambda v, d=doc: self.walker.walk(d, "", v)) for doc in documents]
         with _gc_paused():
             self._redact_items(items)
         return [item.result for item in items]
 
     # -- the three passes -----------------------------------------------------
 
-    def _redact_items(self, items: Sequence[_Item]) -> dict[str, int]:
+    def _redact_items(self, items: Sequence[Item]) -> dict[str, int]:
         seen = 0
-        contents: dict[_JsonKey, _JsonContent] = {}
+        contents: dict[JsonKey, JsonContent] = {}
         for item in items:
-            collector = _Collect(item, contents)
+            collector = Collect(item, contents)
             item.walk(collector)
             seen += collector.seen
         wanted = {r for item in items for r in item.requests}
@@ -515,16 +326,16 @@ class Redactor:
         for request, hits in zip(todo, self.pool.analyze(todo), strict=True):
             self._cache[request] = hits
 
-        by_scope: dict[str, list[_Item]] = defaultdict(list)
+        by_scope: dict[str, list[Item]] = defaultdict(list)
         for item in items:
             by_scope[item.scope].append(item)
         replacements = 0
         for scope, scoped in by_scope.items():
             subs = TraceSubstitutions(scope, self.mode, self.policy, self.keys)
             known = self._known_values(scoped)
-            done: dict[_JsonKey, tuple[str, list]] = {}
+            done: dict[JsonKey, tuple[str, list]] = {}
             for item in scoped:
-                item.result = item.walk(_Apply(item, subs, self._cache, known, contents, done))
+                item.result = item.walk(Apply(item, subs, self._cache, known, contents, done))
                 replacements += item.tally.replacements
         return {
             "fields_seen": seen,
@@ -533,7 +344,7 @@ class Redactor:
             "replacements": replacements,
         }
 
-    def _known_values(self, items: Sequence[_Item]) -> list[tuple[str, str]]:
+    def _known_values(self, items: Sequence[Item]) -> list[tuple[str, str]]:
         """(value, entity) detected anywhere in these items, longest first."""
         known: dict[str, str] = {}
         for item in items:

@@ -1,0 +1,207 @@
+"""The two walks of a batch: collect what the analyzer must see, then apply
+the replacements within one trace.
+
+Both walks visit the same leaves (``walker.JsonWalker``); between them the
+texts collected are analyzed once each (``Redactor``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipelines.redact.analyzer import Hit, Request
+from pipelines.redact.audit import RecordTally
+from pipelines.redact.field_rules import FieldInfo
+from pipelines.redact.substitution import TraceSubstitutions, normalize
+
+
+@dataclass
+class Item:
+    """One row or document, with the trace its replacements are consistent within."""
+
+    scope: str
+    walk: Callable[[Any], Any]
+    requests: set[Request] = field(default_factory=set)
+    sensitive: set[tuple[str, str]] = field(default_factory=set)
+    result: Any = None
+    tally: RecordTally = field(default_factory=RecordTally)
+
+
+def request_for(value: str, info: FieldInfo, number: bool = False) -> Request:
+    return Request(value, info.natural_language and not number, info.context, info.structural, number)
+
+
+# What one JSON text holds for the analyzer: walked once per batch, reused for every copy
+JsonKey = tuple[str, str]  # (text, path)
+
+
+@dataclass(frozen=True)
+class JsonContent:
+    requests: frozenset[Request]
+    sensitive: frozenset[tuple[str, str]]
+    leaves: int
+
+
+class Collect:
+    """First pass: every text the analyzer must see. A JSON text seen before in
+    the batch (a tool definition, a message repeated in a conversation) is not
+    walked again."""
+
+    def __init__(self, item: Item, memo: dict[JsonKey, JsonContent]):
+        self.item = item
+        self.memo = memo
+        self.seen = 0
+        self._open: list[tuple[set, set, int]] = []
+
+    def enter_json(self, text: str, path: str) -> str | None:
+        content = self.memo.get((text, path))
+        if content is None:
+            self._open.append((set(), set(), self.seen))
+            return None
+        self.item.requests |= content.requests
+        self.item.sensitive |= content.sensitive
+        if self._open:
+            self._open[-1][0].update(content.requests)
+            self._open[-1][1].update(content.sensitive)
+        self.seen += content.leaves
+        return text
+
+    def leave_json(self, text: str, path: str, result: str) -> None:
+        requests, sensitive, seen_before = self._open.pop()
+        self.memo[(text, path)] = JsonContent(frozenset(requests), frozenset(sensitive), self.seen - seen_before)
+        if self._open:
+            self._open[-1][0].update(requests)
+            self._open[-1][1].update(sensitive)
+
+    def _add(self, request: Request | None, sensitive: tuple[str, str] | None) -> None:
+        self.seen += 1
+        if request is not None:
+            self.item.requests.add(request)
+            if self._open:
+                self._open[-1][0].add(request)
+        if sensitive is not None:
+            self.item.sensitive.add(sensitive)
+            if self._open:
+                self._open[-1][1].add(sensitive)
+
+    def text(self, value: str, path: str, info: FieldInfo) -> None:
+        if not value.strip():
+            self._add(None, None)
+        elif info.sensitive is not None:
+            self._add(None, (value, info.sensitive))
+        else:
+            self._add(request_for(value, info), None)
+
+    def number(self, value: int, path: str, info: FieldInfo) -> None:
+        if info.sensitive is not None:
+            self._add(None, (str(value), info.sensitive))
+        elif not info.structural:
+            self._add(request_for(str(value), info, number=True), None)
+        else:
+            self._add(None, None)
+
+
+class Apply:
+    """Third pass: replace, within one trace. A JSON text whose leaves had no
+    hits and holds none of the trace's known values is returned unwalked; one
+    already redacted in this trace is reused, with its tally replayed."""
+
+    def __init__(
+        self,
+        item: Item,
+        subs: TraceSubstitutions,
+        hits: dict[Request, list[Hit]],
+        known: list[tuple[str, str]],
+        contents: dict[JsonKey, JsonContent],
+        done: dict[JsonKey, tuple[str, list[tuple[str, str, str]]]],
+    ):
+        self.item = item
+        self.subs = subs
+        self.hits = hits
+        self.known = known
+        self.exact = dict(known)
+        self.contents = contents
+        self.done = done
+        self._open: list[list[tuple[str, str, str]]] = []
+
+    def _clean(self, key: JsonKey) -> bool:
+        content = self.contents.get(key)
+        if content is None or content.sensitive or any(self.hits.get(r) for r in content.requests):
+            return False
+        text = key[0]
+        return not any(value in text for value, _ in self.known)
+
+    def enter_json(self, text: str, path: str) -> str | None:
+        key = (text, path)
+        if self._clean(key):
+            return text
+        found = self.done.get(key)
+        if found is None:
+            self._open.append([])
+            return None
+        result, events = found
+        for event in events:
+            self._record(*event)
+        return result
+
+    def leave_json(self, text: str, path: str, result: str) -> None:
+        events = self._open.pop()
+        self.done[(text, path)] = (result, events)
+        if self._open:
+            self._open[-1].extend(events)
+
+    def _record(self, entity: str, normalized: str, path: str) -> None:
+        self.item.tally.add(entity, normalized, path)
+        if self._open:
+            self._open[-1].append((entity, normalized, path))
+
+    def _replace(self, entity: str, value: str, path: str, number: bool = False) -> str | int:
+        self._record(entity, normalize(entity, value), path)
+        return self.subs.replace(entity, value, number=number)
+
+    def text(self, value: str, path: str, info: FieldInfo) -> str | None:
+        if not value.strip():
+            return None
+        if info.sensitive is not None:
+            return str(self._replace(info.sensitive, value, path))
+        found = list(self.hits.get(request_for(value, info), ()))
+        if not info.structural:
+            found += mentions(value, self.known, found)
+        if not found:
+            return None
+        out, last = [], 0
+        for hit in sorted(found):
+            out.append(value[last : hit.start])
+            out.append(str(self._replace(hit.entity, value[hit.start : hit.end], path)))
+            last = hit.end
+        out.append(value[last:])
+        return "".join(out)
+
+    def number(self, value: int, path: str, info: FieldInfo) -> str | int | None:
+        text = str(value)
+        if info.sensitive is not None:
+            return self._replace(info.sensitive, text, path, number=True)
+        if info.structural:
+            return None
+        for hit in self.hits.get(request_for(text, info, number=True), ()):
+            return self._replace(hit.entity, text, path, number=True)
+        entity = self.exact.get(text)
+        return None if entity is None else self._replace(entity, text, path, number=True)
+
+
+def mentions(text: str, known: list[tuple[str, str]], taken: list[Hit]) -> list[Hit]:
+    """Other mentions of values detected elsewhere in the trace, whole words only."""
+    found: list[Hit] = []
+    for value, entity in known:
+        start = text.find(value)
+        while start >= 0:
+            end = start + len(value)
+            whole = (start == 0 or not (text[start - 1].isalnum() and value[0].isalnum())) and (
+                end == len(text) or not (text[end].isalnum() and value[-1].isalnum())
+            )
+            if whole and all(end <= h.start or start >= h.end for h in (*taken, *found)):
+                found.append(Hit(start, end, entity, 1.0))
+            start = text.find(value, end)
+    return found
