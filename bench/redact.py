@@ -20,7 +20,7 @@ registry, NLP pipeline and context enhancer of ``pipelines.redact``):
 
 MB are the UTF-8 bytes of the text-bearing columns (the same definition for
 both). The result is printed and written to
-bench/out/redact/results-<mode>-ner-<on|off>.json.
+bench/out/redact/results-<calls>calls-<mode>-ner-<on|off>.json.
 """
 
 from __future__ import annotations
