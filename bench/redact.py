@@ -182,9 +182,8 @@ def main() -> None:
         "ratio": round(fast_rate / base_rate, 1),
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"results-{args.mode}-ner-{'on' if ner else 'off'}.json").write_text(
-        json.dumps(report, indent=2) + "\n"
-    )
+    name = f"results-{args.calls}calls-{args.mode}-ner-{'on' if ner else 'off'}.json"
+    (args.out / name).write_text(json.dumps(report, indent=2) + "\n")
     stats = result.stats
     print(f"redaction of a {len(calls):,}-call demo day: {mb:.1f} MB of text, NER {'on' if ner else 'off'}")
     print(
