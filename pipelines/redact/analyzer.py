@@ -213,8 +213,8 @@ class TextAnalyzer:
             if entity == PERSON:
                 if request.natural_language and self._ner is not None and not request.number:
                     wanted.append(entity)
-            elif self._gates[entity](text):
-                wanted.append(entity)
+            elif entity in self._gates and self._gates[entity](text):
+                wanted.append(entity)  # (an entity with no recognizer, ADDRESS, has no gate)
         return wanted
 
     def analyze(self, request: Request) -> list[Hit]:

@@ -18,8 +18,12 @@ CPF = "BR_CPF"
 CNPJ = "BR_CNPJ"
 CREDENTIAL = "CREDENTIAL"
 PERSON = "PERSON"
+# No recognizer finds addresses in free text well enough offline: they are
+# replaced where a key says so (``address``, ``endereco``...), and wherever else
+# that value appears in the trace.
+ADDRESS = "ADDRESS"
 
-ENTITIES = (EMAIL, PHONE, CARD, IBAN, IP, SSN, CPF, CNPJ, CREDENTIAL, PERSON)
+ENTITIES = (EMAIL, PHONE, CARD, IBAN, IP, SSN, CPF, CNPJ, CREDENTIAL, PERSON, ADDRESS)
 # Entities whose matches are unambiguous enough to look for even inside
 # values the walker otherwise leaves alone (ids, types, model names): an email
 # used as a user id is still an email, and so is a CPF under "tax_id" when
@@ -66,6 +70,7 @@ CONTEXT: dict[str, tuple[str, ...]] = {
     CNPJ: ("cnpj", "empresa", "company"),
     CREDENTIAL: (),
     PERSON: (),
+    ADDRESS: (),
 }
 
 VOCABULARY = frozenset(word for words in CONTEXT.values() for word in words)

@@ -35,6 +35,7 @@ EntityName = Literal[
     "BR_CNPJ",
     "CREDENTIAL",
     "PERSON",
+    "ADDRESS",
 ]
 
 

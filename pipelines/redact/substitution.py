@@ -18,7 +18,7 @@ from typing import Literal
 import phonenumbers
 
 from pipelines.redact import encryption, synthetic
-from pipelines.redact.entities import CARD, CNPJ, CPF, CREDENTIAL, EMAIL, IBAN, IP, PERSON, PHONE, SSN
+from pipelines.redact.entities import ADDRESS, CARD, CNPJ, CPF, CREDENTIAL, EMAIL, IBAN, IP, PERSON, PHONE, SSN
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.policy import Policy
 
@@ -42,7 +42,7 @@ def normalize(entity: str, value: str) -> str:
         return "".join(c for c in text if c.isdigit()).lstrip("0")
     if entity in (EMAIL, IP):
         return value.strip().lower()
-    if entity == PERSON:
+    if entity in (PERSON, ADDRESS):
         return " ".join(value.casefold().split())
     return value
 

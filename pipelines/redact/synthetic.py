@@ -15,7 +15,7 @@ import random
 import string
 
 from pipelines.redact import check_digits
-from pipelines.redact.entities import CARD, CNPJ, CPF, EMAIL, IBAN, IP, PERSON, PHONE, SSN
+from pipelines.redact.entities import ADDRESS, CARD, CNPJ, CPF, EMAIL, IBAN, IP, PERSON, PHONE, SSN
 
 FIRST_NAMES = (
     "Alex", "Ana", "Bruno", "Camila", "Daniel", "Elena", "Felipe", "Gabriela", "Hugo", "Isabel",
@@ -118,6 +118,11 @@ def fake_person(rng: random.Random, like: str) -> str:
     return fake.upper() if like.isupper() else fake
 
 
+def fake_address(rng: random.Random, like: str) -> str:
+    """Same character classes (house numbers stay numbers), drawn at random."""
+    return _same_classes(rng, like)
+
+
 def fake_token(rng: random.Random, like: str) -> str:
     """Same prefix up to the last separator in the first 14 characters, same character classes after."""
     cut = max(like.rfind("-", 0, 14), like.rfind("_", 0, 14)) + 1
@@ -134,6 +139,7 @@ GENERATORS = {
     IP: fake_ip,
     SSN: fake_ssn,
     PERSON: fake_person,
+    ADDRESS: fake_address,
 }
 
 

@@ -141,3 +141,9 @@ def test_a_policy_only_states_what_it_changes(tmp_path):
     assert policy.rule("IP_ADDRESS").operator == "keep"
     assert policy.rule("CREDENTIAL") == default.rule("CREDENTIAL")  # other entities keep the default
     assert policy.fields == default.fields
+
+
+def test_addresses_are_replaced_under_address_keys_and_wherever_they_recur():
+    address = "742 Evergreen Terrace, Springfield, OR 97403"
+    out = redact(load_policy(), {"trace_id": "t-addr", "customer": {"address": address}, "note": f"ship to {address}"})
+    assert out["customer"]["address"] == "<ADDRESS_1>" and out["note"] == "ship to <ADDRESS_1>"
