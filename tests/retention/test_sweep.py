@@ -12,9 +12,9 @@ from pathlib import Path
 import dagster as dg
 import polars as pl
 
-from pipelines.resources.policies import RetentionPolicy
 from assets.retention import retention, retention_sweep
 from pipelines.demo import generate
+from pipelines.resources.policies import RetentionPolicy
 from pipelines.resources.warehouse import Warehouse
 from pipelines.retention.policy import load_policy
 from pipelines.retention.sweep import sweep
