@@ -96,10 +96,13 @@ def demo(
     run(stage="nightly", day=(last - timedelta(days=days - 1)).isoformat(), to=last.isoformat())
     tables()
     out.print(
-        "\nTry a query:\n"
+        "\nTry:\n"
         '  tracelake sql "SELECT service, count(*) AS calls, avg(latency_ms) AS avg_ms, '
         'sum(usage.cost_usd) AS usd FROM calls GROUP BY service"\n'
-        "Open the Dagster UI with: make ui"
+        '  tracelake sql "SELECT status, count(*) AS calls FROM rot_checks GROUP BY status"\n'
+        "  tracelake rot CALL_ID      (why a call's request no longer re-renders)\n"
+        "  make ui                    (the Dagster UI)",
+        soft_wrap=True,
     )
 
 

@@ -31,6 +31,7 @@ from pipelines.formats.base import (
     RawRecord,
     SourceRef,
     UtcDatetime,
+    each_record,
     json_records,
     validation_message,
 )
@@ -163,16 +164,7 @@ def _tool_result_ids(request: dict[str, Any]) -> list[str]:
 def normalize(data: bytes, source: SourceRef, *, lines: bool = True) -> Normalized:
     out = Normalized()
     events: list[tuple[AgentEvent, RawRecord]] = []
-    for item in json_records(data, lines=lines):
-        if isinstance(item, Problem):
-            out.problems.append(item)
-            out.records_read += item.line is not None
-            continue
-        out.records_read += 1
-        try:
-            events.append((_event(item), item))
-        except RecordError as e:
-            out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
+    each_record(json_records(data, lines=lines), out, lambda item: events.append((_event(item), item)))
 
     # Session context and tool results first: an llm.call needs both, and the
     # lines of one session need not be in order.

@@ -9,10 +9,10 @@ hold PII. They say where it is and what was expected.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import pydantic
 
@@ -174,27 +174,43 @@ def _as_utc(value: datetime) -> datetime:
 UtcDatetime = Annotated[datetime, pydantic.AfterValidator(_as_utc)]
 
 
-def normalize_records(
-    data: bytes, *, lines: bool, build: Callable[[RawRecord], dict[str, Any]], span_of: Callable[[dict], dict]
-) -> Normalized:
-    """The loop of a format whose records are one call each: ``build`` makes the
-    finalized call (or raises RecordError, which quarantines the record)."""
+class _Reading(Protocol):
+    problems: list[Problem]
+    records_read: int
+
+
+def each_record(records: Iterable[RawRecord | Problem], out: _Reading, handle: Callable[[RawRecord], None]) -> None:
+    """The loop every format shares: count each record read, run ``handle`` on
+    it, and quarantine it, by line, when the reader or ``handle`` (by raising
+    RecordError) says it is bad. ``handle`` adds rows only once nothing more
+    can fail, so a record is either whole in the output or in quarantine."""
     from pipelines.record.rows import RecordError  # record.rows imports nothing from formats
 
-    out = Normalized()
-    for item in json_records(data, lines=lines):
+    for item in records:
         if isinstance(item, Problem):
             out.problems.append(item)
             out.records_read += item.line is not None
             continue
         out.records_read += 1
         try:
-            call = build(item)
+            handle(item)
         except RecordError as e:
             out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
-            continue
+
+
+def normalize_records(
+    data: bytes, *, lines: bool, build: Callable[[RawRecord], dict[str, Any]], span_of: Callable[[dict], dict]
+) -> Normalized:
+    """The loop of a format whose records are one call each: ``build`` makes the
+    finalized call (or raises RecordError, which quarantines the record)."""
+    out = Normalized()
+
+    def handle(item: RawRecord) -> None:
+        call = build(item)
         out.calls.append(call)
         out.spans.append(span_of(call))
+
+    each_record(json_records(data, lines=lines), out, handle)
     return out
 
 

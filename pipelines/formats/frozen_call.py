@@ -18,10 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pipelines.formats.base import (
     Normalized,
-    Problem,
     SourceRef,
     UtcDatetime,
-    json_records,
+    normalize_records,
     validation_message,
 )
 from pipelines.record.anthropic_shape import request_columns, response_columns, usage_row
@@ -328,21 +327,9 @@ def _validate(value: Any) -> FrozenCallV1:
 
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:
-    out = Normalized()
-    for item in json_records(data, lines=lines):
-        if isinstance(item, Problem):
-            out.problems.append(item)
-            out.records_read += item.line is not None
-            continue
-        out.records_read += 1
-        try:
-            call = to_call(_validate(item.value), source, item.line)
-        except RecordError as e:
-            out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
-            continue
-        out.calls.append(call)
-        out.spans.append(span_for_call(call))
-    return out
+    return normalize_records(
+        data, lines=lines, build=lambda item: to_call(_validate(item.value), source, item.line), span_of=span_for_call
+    )
 
 
 def looks_like(record: Any) -> bool:

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from pipelines.formats import langfuse
-from pipelines.formats.base import Normalized, Problem, SourceRef, json_records
+from pipelines.formats.base import Normalized, RawRecord, SourceRef, each_record, json_records
 from pipelines.record.rows import RecordError
 
 FORMAT = "langfuse_api"
@@ -30,34 +30,26 @@ def _renamed(row: dict[str, Any]) -> dict[str, Any]:
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:
     out = Normalized()
-    for item in json_records(data, lines=lines):
-        if isinstance(item, Problem):
-            out.problems.append(item)
-            out.records_read += item.line is not None
-            continue
-        out.records_read += 1
+
+    def handle(item: RawRecord) -> None:
         trace = item.value
-        try:
-            if not isinstance(trace, dict) or not trace.get("id"):
-                raise RecordError("invalid_record", "expected a Langfuse trace object with an id")
-            context = {snake_key: trace.get(key) for key, snake_key in TRACE_FIELDS.items()}
-            context["trace_name"] = trace.get("name")
-            context["environment"] = trace.get("environment")
-            rows = []
-            for obs in trace.get("observations") or []:
-                row = _renamed(obs)
-                row.setdefault("trace_id", trace["id"])
-                for key, value in context.items():
-                    if row.get(key) is None:
-                        row[key] = value
-                rows.append(langfuse.observation_rows(row, FORMAT, source, item.line))
-            scores = [
-                langfuse.score_rows({"trace_id": trace["id"], **_renamed(s)}, FORMAT, source, item.line)
-                for s in trace.get("scores") or []
-            ]
-        except RecordError as e:
-            out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
-            continue
+        if not isinstance(trace, dict) or not trace.get("id"):
+            raise RecordError("invalid_record", "expected a Langfuse trace object with an id")
+        context = {snake_key: trace.get(key) for key, snake_key in TRACE_FIELDS.items()}
+        context["trace_name"] = trace.get("name")
+        context["environment"] = trace.get("environment")
+        rows = []
+        for obs in trace.get("observations") or []:
+            row = _renamed(obs)
+            row.setdefault("trace_id", trace["id"])
+            for key, value in context.items():
+                if row.get(key) is None:
+                    row[key] = value
+            rows.append(langfuse.observation_rows(row, FORMAT, source, item.line))
+        scores = [
+            langfuse.score_rows({"trace_id": trace["id"], **_renamed(s)}, FORMAT, source, item.line)
+            for s in trace.get("scores") or []
+        ]
         for call, span, fragment in rows:
             if call is not None:
                 out.calls.append(call)
@@ -67,6 +59,8 @@ def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normali
         for span, fragment in scores:
             out.spans.append(span)
             out.fragments.append(fragment)
+
+    each_record(json_records(data, lines=lines), out, handle)
     return out
 
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipelines.formats import langfuse
-from pipelines.formats.base import Normalized, Problem, SourceRef, table_records
+from pipelines.formats.base import Normalized, RawRecord, SourceRef, each_record, table_records
 from pipelines.record.rows import RecordError
 
 FORMAT = "langfuse_export"
@@ -51,32 +51,26 @@ def _is_score(value: dict[str, Any]) -> bool:
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = True) -> Normalized:
     out = Normalized()
-    for item in table_records(data, lines=lines):
-        if isinstance(item, Problem):
-            out.problems.append(item)
-            out.records_read += item.line is not None
-            continue
-        out.records_read += 1
+
+    def handle(item: RawRecord) -> None:
         value = item.value
-        try:
-            if _is_manifest(value):
-                continue  # gates the run's files; nothing of its own to store
-            if not isinstance(value, dict):
-                raise RecordError("wrong_type", f"expected a JSON object, got {type(value).__name__}")
-            if _is_score(value):
-                span, fragment = langfuse.score_rows(value, FORMAT, source, item.line)
-                out.spans.append(span)
-                out.fragments.append(fragment)
-                continue
-            call, span, fragment = langfuse.observation_rows(value, FORMAT, source, item.line)
-        except RecordError as e:
-            out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
-            continue
+        if _is_manifest(value):
+            return  # gates the run's files; nothing of its own to store
+        if not isinstance(value, dict):
+            raise RecordError("wrong_type", f"expected a JSON object, got {type(value).__name__}")
+        if _is_score(value):
+            span, fragment = langfuse.score_rows(value, FORMAT, source, item.line)
+            out.spans.append(span)
+            out.fragments.append(fragment)
+            return
+        call, span, fragment = langfuse.observation_rows(value, FORMAT, source, item.line)
         if call is not None:
             out.calls.append(call)
         out.spans.append(span)
         if fragment is not None:
             out.fragments.append(fragment)
+
+    each_record(table_records(data, lines=lines), out, handle)
     return out
 
 

@@ -23,7 +23,16 @@ from typing import Any
 
 from pipelines.formats import genai_content as gc
 from pipelines.formats import openinference
-from pipelines.formats.base import Fragment, Normalized, Problem, SourceRef, known_kind, parse_time, table_records
+from pipelines.formats.base import (
+    Fragment,
+    Normalized,
+    RawRecord,
+    SourceRef,
+    each_record,
+    known_kind,
+    parse_time,
+    table_records,
+)
 from pipelines.record.anthropic_shape import normalize_finish_reason, request_columns
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_call, new_span, span_for_call
@@ -267,21 +276,16 @@ def _is_feedback(value: Any) -> bool:
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:
     out = Normalized()
-    for item in table_records(data, lines=lines):
-        if isinstance(item, Problem):
-            out.problems.append(item)
-            out.records_read += item.line is not None
-            continue
-        out.records_read += 1
-        try:
-            if not isinstance(item.value, dict):
-                raise RecordError("wrong_type", f"expected a JSON object, got {type(item.value).__name__}")
-            if _is_feedback(item.value):
-                _feedback(item.value, out)
-            else:
-                _run(item.value, source, item.line, out)
-        except RecordError as e:
-            out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
+
+    def handle(item: RawRecord) -> None:
+        if not isinstance(item.value, dict):
+            raise RecordError("wrong_type", f"expected a JSON object, got {type(item.value).__name__}")
+        if _is_feedback(item.value):
+            _feedback(item.value, out)
+        else:
+            _run(item.value, source, item.line, out)
+
+    each_record(table_records(data, lines=lines), out, handle)
     return out
 
 

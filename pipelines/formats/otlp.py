@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from pipelines.formats.base import Problem, RawRecord, json_records
+from pipelines.formats.base import Problem, RawRecord, each_record, json_records
 from pipelines.record.rows import RecordError
 
 SPAN_KINDS = {0: "UNSPECIFIED", 1: "INTERNAL", 2: "SERVER", 3: "CLIENT", 4: "PRODUCER", 5: "CONSUMER"}
@@ -211,21 +211,14 @@ def _read_request(rec: RawRecord, out: OtlpRead) -> None:
 def read(data: bytes, *, lines: bool) -> OtlpRead:
     """Every span and log record of an OTLP/JSON object; a bad request line is one problem."""
     out = OtlpRead()
-    for item in json_records(data, lines=lines):
-        if isinstance(item, Problem):
-            out.problems.append(item)
-            out.records_read += item.line is not None
-            continue
-        out.records_read += 1
+
+    def handle(item: RawRecord) -> None:
         try:
             _read_request(item, out)
-        except RecordError as e:
-            out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
         except (TypeError, ValueError, AttributeError) as e:
-            problem = Problem(
-                "invalid_record", f"malformed OTLP/JSON ({type(e).__name__})", item.line, item.byte_offset
-            )
-            out.problems.append(problem)
+            raise RecordError("invalid_record", f"malformed OTLP/JSON ({type(e).__name__})") from None
+
+    each_record(json_records(data, lines=lines), out, handle)
     return out
 
 

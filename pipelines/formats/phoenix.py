@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pipelines.formats import otlp_json
-from pipelines.formats.base import Normalized, Problem, SourceRef, parse_time, table_records
+from pipelines.formats.base import Normalized, RawRecord, SourceRef, each_record, parse_time, table_records
 from pipelines.formats.otlp import OtlpSpan, Scope, hex_id
 from pipelines.record.canonical import canonical_json
 from pipelines.record.rows import RecordError, span_for_call
@@ -82,31 +82,27 @@ def _span(row: Mapping[str, Any], line: int) -> OtlpSpan:
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:
     out = Normalized()
-    for item in table_records(data, lines=lines):
-        if isinstance(item, Problem):
-            out.problems.append(item)
-            out.records_read += item.line is not None
-            continue
-        out.records_read += 1
-        try:
-            if not isinstance(item.value, dict):
-                raise RecordError("wrong_type", f"expected a span row object, got {type(item.value).__name__}")
-            span = _span(item.value, item.line)
-            fmt = otlp_json.dialect(span)
-            kind = otlp_json.span_kind(span, fmt)
-            if kind == "llm_call":
-                call = otlp_json.build_call(span, fmt, source)
-                out.calls.append(call)
-                attributes = canonical_json({"name": span.name, "attributes": span.attributes})
-                out.spans.append(span_for_call(call, attributes_json=attributes))
-            else:
-                out.spans.append(otlp_json.span_row(span, fmt, kind, source))
-                fragment = otlp_json.fragment_for(span, fmt, kind)
-                if fragment is not None:
-                    out.fragments.append(fragment)
-            out.fragments += otlp_json.feedback_fragments(span, fmt, kind)
-        except RecordError as e:
-            out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
+
+    def handle(item: RawRecord) -> None:
+        if not isinstance(item.value, dict):
+            raise RecordError("wrong_type", f"expected a span row object, got {type(item.value).__name__}")
+        span = _span(item.value, item.line)
+        fmt = otlp_json.dialect(span)
+        kind = otlp_json.span_kind(span, fmt)
+        feedback = otlp_json.feedback_fragments(span, fmt, kind)
+        if kind == "llm_call":
+            call = otlp_json.build_call(span, fmt, source)
+            attributes = canonical_json({"name": span.name, "attributes": span.attributes})
+            out.calls.append(call)
+            out.spans.append(span_for_call(call, attributes_json=attributes))
+        else:
+            row, fragment = otlp_json.span_row(span, fmt, kind, source), otlp_json.fragment_for(span, fmt, kind)
+            out.spans.append(row)
+            if fragment is not None:
+                out.fragments.append(fragment)
+        out.fragments += feedback
+
+    each_record(table_records(data, lines=lines), out, handle)
     return out
 
 
