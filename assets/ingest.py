@@ -51,38 +51,20 @@ def _last_etags(warehouse: Warehouse, keys: list[str]) -> dict[str, str]:
     return dict(latest.iter_rows())
 
 
+# What each table the raw-trace load writes holds (shown in the Dagster UI).
+LOADED_TABLES = {
+    "calls": "One row per model call: the frozen request and response, the replay unit.",
+    "spans": "Every span or event: llm calls, tools, retrievals, thoughts, state changes.",
+    "ingest_log": "One row per source object version processed, with record accounting.",
+    "quarantine": "Records and objects that could not be ingested, with where and why.",
+    "redaction_audit": "One row per redacted call: entity counts by type, mode, policy and detector versions.",
+}
+
+
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(
-            "calls",
-            description="One row per model call: the frozen request and response, the replay unit.",
-            kinds={"delta"},
-            group_name="ingest",
-        ),
-        dg.AssetSpec(
-            "spans",
-            description="Every span or event: llm calls, tools, retrievals, thoughts, state changes.",
-            kinds={"delta"},
-            group_name="ingest",
-        ),
-        dg.AssetSpec(
-            "ingest_log",
-            description="One row per source object version processed, with record accounting.",
-            kinds={"delta"},
-            group_name="ingest",
-        ),
-        dg.AssetSpec(
-            "quarantine",
-            description="Records and objects that could not be ingested, with where and why.",
-            kinds={"delta"},
-            group_name="ingest",
-        ),
-        dg.AssetSpec(
-            "redaction_audit",
-            description="One row per redacted call: entity counts by type, mode, policy and detector versions.",
-            kinds={"delta"},
-            group_name="ingest",
-        ),
+        dg.AssetSpec(name, description=description, kinds={"delta"}, group_name="ingest")
+        for name, description in LOADED_TABLES.items()
     ],
     partitions_def=daily,
     pool="warehouse",

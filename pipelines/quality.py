@@ -182,7 +182,9 @@ FRAMES: dict[str, Callable[[pl.DataFrame, dict[str, pl.DataFrame]], pl.DataFrame
 
 
 @lru_cache(maxsize=1)
-def _context():
+def gx_source():
+    """One ephemeral Great Expectations context and pandas data source per
+    process, for every suite (this module's and the residual-PII scan)."""
     # Great Expectations takes seconds to import: only pay for it when validating
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
@@ -190,7 +192,7 @@ def _context():
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    return context, context.data_sources.add_pandas(name="tracelake")
+    return context.data_sources.add_pandas(name="tracelake")
 
 
 def _rule_name(expectation: Any) -> str:
@@ -205,7 +207,7 @@ def validate(
     report = QualityReport(table=table, rows=checked.height)
     if checked.is_empty():
         return report
-    context, source = _context()
+    source = gx_source()
     name = f"{table}-{id(checked)}"
     batch = (
         source.add_dataframe_asset(name=name)

@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+import pyarrow as pa
+
 from pipelines.record import canonical
 from pipelines.record.capture import context_complete, missing_capture_items
 from pipelines.record.schema import CALLS, SCHEMA_VERSION, SPANS
@@ -32,26 +34,20 @@ def _require(row: Mapping[str, Any], kind: str) -> None:
             raise RecordError("missing_field", f"{kind} has no {name}")
 
 
-def _blank(schema) -> dict[str, Any]:
-    return {name: None for name in schema.names}
+def _row(schema: pa.Schema, table: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """Every column of ``table`` (None unless given); a name that is not a column is a bug."""
+    unknown = set(fields) - set(schema.names)
+    if unknown:
+        raise KeyError(f"not columns of {table}: {sorted(unknown)}")
+    return {name: fields.get(name) for name in schema.names}
 
 
 def new_call(**fields: Any) -> dict[str, Any]:
-    row = _blank(CALLS)
-    unknown = set(fields) - set(row)
-    if unknown:
-        raise KeyError(f"not columns of calls: {sorted(unknown)}")
-    row.update(fields)
-    return row
+    return _row(CALLS, "calls", fields)
 
 
 def new_span(**fields: Any) -> dict[str, Any]:
-    row = _blank(SPANS)
-    unknown = set(fields) - set(row)
-    if unknown:
-        raise KeyError(f"not columns of spans: {sorted(unknown)}")
-    row.update(fields)
-    return row
+    return _row(SPANS, "spans", fields)
 
 
 def _ms_between(start: datetime | None, end: datetime | None) -> float | None:

@@ -14,7 +14,6 @@ its tables with ``patterns=patterns_for_mode("synthetic")``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -22,6 +21,7 @@ from typing import Any
 
 import regex
 
+from pipelines.quality import gx_source
 from pipelines.redact import check_digits, patterns
 from pipelines.redact.email_domains import has_public_suffix, is_reserved
 from pipelines.redact.field_rules import FieldInfo, FieldRules
@@ -204,18 +204,6 @@ def residual_counts(
     return counts, scanned
 
 
-@lru_cache(maxsize=1)
-def _gx_source():
-    # Great Expectations takes seconds to import: only pay for it when validating
-    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
-    import great_expectations as gx
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    context = gx.get_context(mode="ephemeral")
-    context.variables.progress_bars = ProgressBarsConfig(globally=False)
-    return context.data_sources.add_pandas(name="tracelake_residual_pii")
-
-
 def residual_pii_check(
     frame: Any,
     table: str | None = None,
@@ -233,7 +221,7 @@ def residual_pii_check(
         report.results = [PatternResult(p, True, 0, 0) for p in patterns]
         return report
     data = pd.DataFrame(counts, columns=list(patterns))
-    source = _gx_source()
+    source = gx_source()
     name = f"residual-{id(data)}"
     batch = (
         source.add_dataframe_asset(name=name)
