@@ -16,7 +16,8 @@ from pipelines.demo import generate
 from pipelines.record.schema import TABLES
 from pipelines.retention import commands
 from pipelines.retention.erasure import ErasureError, forget_user
-from tests.retention.environment import DAYS, ingest, settings_for
+from tests.environments import s3_settings
+from tests.retention.environment import DAYS, ingest
 from tests.retention.planted import ERASED, ERASED_EMAIL, ERASED_USER, files_holding, write_planted
 from tests.retention.test_sweep import decide_days
 
@@ -100,17 +101,7 @@ def test_forget_on_s3_leaves_no_object_with_the_user(s3, tmp_path):
     generate(source, calls=60, days=1, seed=5, end=day)
     write_planted(source, day)
     warehouse = s3.warehouse()
-    ingest(
-        settings_for(
-            source,
-            warehouse.uri,
-            endpoint_url=s3.endpoint_url,
-            region="us-east-1",
-            access_key_id="testing",
-            secret_access_key="testing",
-        ),
-        [day],
-    )
+    ingest(s3_settings(s3, source_uri=source, warehouse_uri=warehouse.uri), [day])
     assert files_holding(s3.download("wh/", tmp_path / "before"), ERASED_USER)
 
     report = forget_user(warehouse, ERASED_USER, key=KEY, requested_by="DSR-9", now=NOW)

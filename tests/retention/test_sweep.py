@@ -18,6 +18,7 @@ from pipelines.resources.policies import RetentionPolicy
 from pipelines.resources.warehouse import Warehouse
 from pipelines.retention.policy import load_policy
 from pipelines.retention.sweep import sweep
+from tests.environments import s3_settings
 from tests.retention.environment import DAYS, END, ingest, settings_for
 from tests.retention.planted import KEPT, SWEPT, files_holding, write_planted
 
@@ -158,17 +159,7 @@ def test_the_sweep_frees_text_on_s3(s3, tmp_path):
     generate(source, calls=80, days=1, seed=11, end=day)
     write_planted(source, day)
     warehouse = s3.warehouse()
-    ingest(
-        settings_for(
-            source,
-            warehouse.uri,
-            endpoint_url=s3.endpoint_url,
-            region="us-east-1",
-            access_key_id="testing",
-            secret_access_key="testing",
-        ),
-        [day],
-    )
+    ingest(s3_settings(s3, source_uri=source, warehouse_uri=warehouse.uri), [day])
     assert files_holding(s3.download("wh/calls/", tmp_path / "before"), SWEPT)
 
     report = sweep(warehouse, load_policy(), TODAY, datetime.now(UTC))
