@@ -25,7 +25,7 @@ from pipelines.formats.base import (
 )
 from pipelines.record.anthropic_shape import request_columns, response_columns, usage_row
 from pipelines.record.canonical import canonical_json, sha256_hex
-from pipelines.record.rows import RecordError, finalize_call, new_call, span_for_call
+from pipelines.record.rows import RecordError, document_row, finalize_call, new_call, span_for_call
 
 FORMAT = "frozen_call"
 FORMAT_TAG = "tracelake.frozen_call"
@@ -199,19 +199,16 @@ def _feedback_rows(feedback: list[Feedback] | Feedback | None) -> list[dict[str,
 def _retrieval_row(r: Retrieval | None) -> dict[str, Any] | None:
     if r is None:
         return None
-    docs = []
-    for i, doc_id in enumerate(r.doc_ids):
-        text = r.texts[i] if r.texts else None
-        docs.append(
-            {
-                "doc_id": doc_id,
-                "rank": i + 1,
-                "score": r.scores[i] if r.scores else None,
-                "text": text,
-                "text_sha256": sha256_hex(text) if text is not None else None,
-                "tokens": r.tokens[i] if r.tokens else None,
-            }
+    docs = [
+        document_row(
+            doc_id,
+            i + 1,
+            r.scores[i] if r.scores else None,
+            r.texts[i] if r.texts else None,
+            r.tokens[i] if r.tokens else None,
         )
+        for i, doc_id in enumerate(r.doc_ids)
+    ]
     return {
         "embedding_model": r.embedding_model,
         "index_snapshot": r.index_snapshot,

@@ -24,7 +24,15 @@ from pipelines.formats import genai_content as gc
 from pipelines.formats.base import Fragment, known_kind, parse_time
 from pipelines.record.anthropic_shape import message_row, normalize_finish_reason, request_columns
 from pipelines.record.canonical import canonical_json
-from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_call, new_span, span_for_call
+from pipelines.record.rows import (
+    RecordError,
+    document_row,
+    finalize_call,
+    finalize_span,
+    new_call,
+    new_span,
+    span_for_call,
+)
 
 LATENCY_IN_SECONDS_FROM = datetime(2026, 4, 1, tzinfo=UTC)
 SPAN_KINDS = {"GENERATION": "llm_call", "TOOL": "tool", "RETRIEVER": "retrieval", "EVALUATOR": "check"}
@@ -226,7 +234,6 @@ def observation_rows(
 
 
 def _retrieval(obs: Mapping[str, Any]) -> dict[str, Any]:
-    from pipelines.record.canonical import sha256_hex
 
     query = gc.parse_json(obs.get("input"))
     output = gc.parse_json(obs.get("output"))
@@ -235,16 +242,7 @@ def _retrieval(obs: Mapping[str, Any]) -> dict[str, Any]:
     for rank, doc in enumerate(docs if isinstance(docs, list) else [], start=1):
         doc = doc if isinstance(doc, Mapping) else {"content": doc}
         text = doc.get("content", doc.get("text", doc.get("page_content")))
-        rows.append(
-            {
-                "doc_id": None if doc.get("id") is None else str(doc["id"]),
-                "rank": rank,
-                "score": doc.get("score"),
-                "text": text,
-                "text_sha256": sha256_hex(text) if isinstance(text, str) else None,
-                "tokens": None,
-            }
-        )
+        rows.append(document_row(doc.get("id"), rank, doc.get("score"), text))
     query_text = query.get("query") if isinstance(query, Mapping) else query
     return {"embedding_model": None, "index_snapshot": None, "query_text": query_text, "documents": rows}
 

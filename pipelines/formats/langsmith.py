@@ -35,7 +35,15 @@ from pipelines.formats.base import (
 )
 from pipelines.record.anthropic_shape import normalize_finish_reason, request_columns
 from pipelines.record.canonical import canonical_json, sha256_hex
-from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_call, new_span, span_for_call
+from pipelines.record.rows import (
+    RecordError,
+    document_row,
+    finalize_call,
+    finalize_span,
+    new_call,
+    new_span,
+    span_for_call,
+)
 
 FORMAT = "langsmith"
 SPAN_KINDS = {"llm": "llm_call", "tool": "tool", "retriever": "retrieval", "chain": "chain", "prompt": "prompt"}
@@ -241,17 +249,7 @@ def _run(value: dict[str, Any], source: SourceRef, line: int, out: Normalized) -
         for rank, doc in enumerate(outputs.get("documents") or [], start=1):
             doc = doc if isinstance(doc, Mapping) else {"page_content": doc}
             meta = doc.get("metadata") or {}
-            text = doc.get("page_content")
-            docs.append(
-                {
-                    "doc_id": None if meta.get("id") is None else str(meta["id"]),
-                    "rank": rank,
-                    "score": meta.get("score"),
-                    "text": text,
-                    "text_sha256": sha256_hex(text) if isinstance(text, str) else None,
-                    "tokens": None,
-                }
-            )
+            docs.append(document_row(meta.get("id"), rank, meta.get("score"), doc.get("page_content")))
         payload = {
             "embedding_model": None,
             "index_snapshot": None,

@@ -17,6 +17,7 @@ from typing import Any
 from pipelines.formats import genai_content as gc
 from pipelines.record.anthropic_shape import normalize_finish_reason, request_columns, response_columns
 from pipelines.record.canonical import canonical_json, sha256_hex
+from pipelines.record.rows import document_row
 
 FORMAT = "openinference"
 SPAN_KIND = "openinference.span.kind"
@@ -202,17 +203,8 @@ def retrieval(attrs: Mapping[str, Any]) -> dict[str, Any]:
     docs = []
     for rank, item in enumerate(gc.unflatten(attrs, "retrieval.documents") or [], start=1):
         doc = (item or {}).get("document") or {} if isinstance(item, Mapping) else {}
-        text = doc.get("content")
-        docs.append(
-            {
-                "doc_id": None if doc.get("id") is None else str(doc["id"]),
-                "rank": rank,
-                "score": None if doc.get("score") is None else float(doc["score"]),
-                "text": text,
-                "text_sha256": sha256_hex(text) if text is not None else None,
-                "tokens": None,
-            }
-        )
+        score = None if doc.get("score") is None else float(doc["score"])
+        docs.append(document_row(doc.get("id"), rank, score, doc.get("content")))
     first_meta = next(
         (
             gc.parse_json(d.get("document", {}).get("metadata"))

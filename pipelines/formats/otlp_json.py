@@ -26,7 +26,15 @@ from pipelines.formats import openinference, openllmetry, otel_genai, otlp
 from pipelines.formats.base import Fragment, Normalized, Problem, SourceRef, known_kind
 from pipelines.formats.otlp import OtlpLog, OtlpSpan
 from pipelines.record.canonical import canonical_json, sha256_hex
-from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_call, new_span, span_for_call
+from pipelines.record.rows import (
+    RecordError,
+    document_row,
+    finalize_call,
+    finalize_span,
+    new_call,
+    new_span,
+    span_for_call,
+)
 
 FORMAT = "otlp_json"
 RESOURCE_COLUMNS = {
@@ -203,16 +211,9 @@ def fragment_for(span: OtlpSpan, fmt: str, kind: str) -> Fragment | None:
                 "embedding_model": attrs.get("gen_ai.request.model"),
                 "index_snapshot": attrs.get("gen_ai.data_source.id"),
                 "query_text": attrs.get("gen_ai.retrieval.query.text"),
+                # semconv documents carry no content: the text was not captured
                 "documents": [
-                    {
-                        "doc_id": None if d.get("id") is None else str(d["id"]),
-                        "rank": rank,
-                        "score": d.get("score"),
-                        # semconv documents carry no content: the text was not captured
-                        "text": d.get("content"),
-                        "text_sha256": sha256_hex(d["content"]) if d.get("content") is not None else None,
-                        "tokens": None,
-                    }
+                    document_row(d.get("id"), rank, d.get("score"), d.get("content"))
                     for rank, d in enumerate(docs if isinstance(docs, list) else [], start=1)
                     if isinstance(d, Mapping)
                 ],

@@ -42,6 +42,18 @@ def _row(schema: pa.Schema, table: str, fields: dict[str, Any]) -> dict[str, Any
     return {name: fields.get(name) for name in schema.names}
 
 
+def document_row(doc_id: Any, rank: int, score: Any, text: Any, tokens: int | None = None) -> dict[str, Any]:
+    """One retrieved document (the DOCUMENT struct), whatever source named its fields."""
+    return {
+        "doc_id": None if doc_id is None else str(doc_id),
+        "rank": rank,
+        "score": score,
+        "text": text,
+        "text_sha256": canonical.sha256_hex(text) if isinstance(text, str) else None,
+        "tokens": tokens,
+    }
+
+
 def new_call(**fields: Any) -> dict[str, Any]:
     return _row(CALLS, "calls", fields)
 

@@ -25,16 +25,8 @@ from typing import Any
 import phonenumbers
 from faker import Faker
 
-EMAIL = "EMAIL_ADDRESS"
-PHONE = "PHONE_NUMBER"
-CARD = "CREDIT_CARD"
-IBAN = "IBAN_CODE"
-IP = "IP_ADDRESS"
-SSN = "US_SSN"
-CPF = "BR_CPF"
-CNPJ = "BR_CNPJ"
-CREDENTIAL = "CREDENTIAL"
-PERSON = "PERSON"
+from pipelines.redact.entities import CARD, CNPJ, CPF, CREDENTIAL, EMAIL, IBAN, IP, PERSON, PHONE, SSN
+
 REGEX_TYPES = (EMAIL, PHONE, CARD, IBAN, IP, SSN, CPF, CNPJ, CREDENTIAL)
 
 
