@@ -14,7 +14,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml requirements.lock requirements-ner.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c requirements.lock -e '.[dev,deploy]'
 	# person-name NER for redaction, hash-checked (pyproject cannot carry a hash)
 	$(BIN)/python -m pip install --quiet --no-deps --require-hashes -r requirements-ner.txt
 	rm -f $(VENV)/.installed-* && touch $@

@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from pipelines.redact.commands import app
+from pipelines.cli import app
 from tests.redact.test_modes import EMAIL, trace_document
 
 ENV = {

@@ -12,9 +12,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from pipelines.cli import app
 from pipelines.demo import generate
 from pipelines.record.schema import TABLES
-from pipelines.retention import commands
 from pipelines.retention.erasure import ErasureError, forget_user
 from tests.environments import s3_settings
 from tests.retention.environment import DAYS, ingest
@@ -85,13 +85,13 @@ def test_the_forget_command_erases_and_never_prints_the_user(warehouse, tmp_path
     key_file = tmp_path / "erasure.key"
     key_file.write_bytes(KEY + b"\n")
     monkeypatch.setenv("TRACELAKE_WAREHOUSE", warehouse.uri)
-    args = ["--user-id", ERASED_USER, "--requested-by", "DSR-7", "--key-file", str(key_file), "--yes"]
-    result = CliRunner().invoke(commands.app, args)
+    args = ["forget", "--user-id", ERASED_USER, "--requested-by", "DSR-7", "--key-file", str(key_file), "--yes"]
+    result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "calls" in result.output and "rows deleted" in result.output
     assert ERASED_USER not in result.output
     assert warehouse.read("calls", pl.col("user_id") == ERASED_USER).height == 0
-    missing = CliRunner().invoke(commands.app, [*args[:4], "--key-file", str(tmp_path / "nope"), "--yes"])
+    missing = CliRunner().invoke(app, [*args[:5], "--key-file", str(tmp_path / "nope"), "--yes"])
     assert missing.exit_code != 0 and "cannot read the erasure key file" in missing.output
 
 

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import typer
 from typer.testing import CliRunner
 
+from pipelines.cli import app
 from pipelines.demo import stores as demo
 from pipelines.resources.warehouse import Warehouse
-from pipelines.rot.commands import register
 from tests.rot.conftest import StoreAt, aged, agent_call, fresh_stores, support_call
-
-
-def _app() -> typer.Typer:
-    app = typer.Typer()
-    register(app)
-    app.command("noop", hidden=True)(lambda: None)  # a group, so `rot` is a subcommand as in tracelake
-    return app
 
 
 def test_rot_prints_the_verdict_and_a_diff_of_each_rotted_block(tmp_path, monkeypatch):
@@ -30,7 +22,7 @@ def test_rot_prints_the_verdict_and_a_diff_of_each_rotted_block(tmp_path, monkey
     monkeypatch.setenv("COLUMNS", "220")
     runner = CliRunner()
 
-    result = runner.invoke(_app(), ["rot", rotted["call_id"]])
+    result = runner.invoke(app, ["rot", rotted["call_id"]])
     assert result.exit_code == 0, result.output
     assert "ROTTED  template_changed, document_changed" in result.output
     assert "-Never promise a refund the policy does not allow." in result.output
@@ -38,13 +30,13 @@ def test_rot_prints_the_verdict_and_a_diff_of_each_rotted_block(tmp_path, monkey
     assert "refunded in full within 30 days" in result.output and "within 14 days" in result.output
     assert "Ana Souza" not in result.output  # the user's messages are never diffed
 
-    result = runner.invoke(_app(), ["rot", rotted["trace_id"]])
+    result = runner.invoke(app, ["rot", rotted["trace_id"]])
     assert result.exit_code == 0, result.output
     assert "VERIFIED" in result.output and "2 calls: 1 rotted, 1 verified" in result.output
 
-    result = runner.invoke(_app(), ["rot", agent["call_id"], "--date", "2026-11-02"])
+    result = runner.invoke(app, ["rot", agent["call_id"], "--date", "2026-11-02"])
     assert "model_alias_moved" in result.output and demo.SONNET_NEXT in result.output
 
-    result = runner.invoke(_app(), ["rot", "no-such-id"])
+    result = runner.invoke(app, ["rot", "no-such-id"])
     assert result.exit_code == 1
     assert "no call or trace 'no-such-id'" in result.output

@@ -1,4 +1,4 @@
-"""The `tracelake` command."""
+"""`tracelake demo | demo-data | run | tables | sql | frozen-call-schema`: running stages and looking at tables."""
 
 from __future__ import annotations
 
@@ -8,14 +8,10 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-app = typer.Typer(help="Keep, clean and replay production LLM traces.", no_args_is_help=True, add_completion=False)
-console = Console(stderr=True)
-out = Console()
-
+from pipelines.cli.app import app, console, out
 
 # INFO, not DEBUG: the assets' progress lines without every engine event
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
@@ -201,20 +197,3 @@ def frozen_call_schema() -> None:
     from pipelines.formats.frozen_call import json_schema
 
     sys.stdout.write(json.dumps(json_schema(), indent=2, ensure_ascii=False) + "\n")
-
-
-def _register_stage_commands() -> None:
-    from pipelines.redact.commands import register as register_redact
-    from pipelines.retention.commands import forget
-    from pipelines.rot.commands import register as register_rot
-
-    register_redact(app)
-    register_rot(app)
-    app.command("forget")(forget)
-
-
-_register_stage_commands()
-
-
-def main() -> None:  # pragma: no cover - console script entry
-    app()

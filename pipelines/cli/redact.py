@@ -1,7 +1,6 @@
 """`tracelake redact` and `tracelake unredact`: redact trace documents for a ticket.
 
-Register on the main app with ``register(app)``, or use ``app`` (a Typer with
-both commands) on its own. Input is a file or ``-`` (stdin) holding one JSON
+Input is a file or ``-`` (stdin) holding one JSON
 document, a JSON array, or JSON Lines, of any trace format; output, on
 stdout, has the same shape. Errors go to stderr and never quote the input.
 """
@@ -14,13 +13,12 @@ from typing import Annotated
 
 import typer
 
+from pipelines.cli.app import app
 from pipelines.redact.documents import DocumentError, read_documents, write_documents
 from pipelines.redact.encryption import DecryptionError
 from pipelines.redact.keys import KeyRing, MissingKey
 from pipelines.redact.policy import PolicyError, load_policy
 from pipelines.redact.substitution import MODES
-
-app = typer.Typer(help="Redact or unredact trace documents.", no_args_is_help=True, add_completion=False)
 
 FILE_HELP = "A .json or .jsonl file of trace documents, or - for stdin"
 
@@ -84,9 +82,5 @@ def unredact_command(
     sys.stdout.write(write_documents(documents))
 
 
-def register(target: typer.Typer) -> None:
-    target.command("redact")(redact_command)
-    target.command("unredact")(unredact_command)
-
-
-register(app)
+app.command("redact")(redact_command)
+app.command("unredact")(unredact_command)

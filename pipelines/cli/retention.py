@@ -1,7 +1,6 @@
 """`tracelake forget --user-id ID`: erase one user from every table.
 
-``forget`` is a typer command (register it with ``app.command("forget")(forget)``);
-``app`` runs it alone. It never prints the user id: the output names tables
+It never prints the user id: the output names tables
 and counts, and the erasure id to quote in the ticket.
 """
 
@@ -12,12 +11,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from pipelines.cli.app import app, console
 from pipelines.retention.erasure import ErasureError, forget_user
-
-console = Console(stderr=True)
 
 
 def read_key(path: Path) -> bytes:
@@ -72,5 +69,4 @@ def forget(
     console.print("The raw source is not tracelake's to change: erase this user's raw objects there too.")
 
 
-app = typer.Typer(add_completion=False)
 app.command("forget")(forget)

@@ -2,7 +2,6 @@
 from today's stores now, print the verdict and, for what rotted, a diff of each
 moved block.
 
-Register on the main app with ``register(app)`` or ``app.command("rot")(rot_command)``.
 The check runs live (it does not read `rot_checks`), with the same stores,
 keys and code the nightly asset uses.
 """
@@ -17,6 +16,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.text import Text
 
+from pipelines.cli.app import app
 from pipelines.rot.check import ROTTED, VERIFIED, RotCheck
 from pipelines.rot.diff import block_diff
 
@@ -108,5 +108,4 @@ def rot_command(
         out.print(f"{len(checks)} calls: {rotted} rotted, {sum(c.status == VERIFIED for c in checks)} verified")
 
 
-def register(app: typer.Typer) -> None:
-    app.command("rot")(rot_command)
+app.command("rot")(rot_command)
