@@ -24,10 +24,10 @@ from pipelines.formats import (
     phoenix,
 )
 from pipelines.formats.base import (
+    UNEXPECTED,
     Normalized,
     Problem,
     RawRecord,
-    UNEXPECTED,
     SourceRef,
     is_parquet,
     json_records,
