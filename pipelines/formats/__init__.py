@@ -14,6 +14,7 @@ from types import ModuleType
 
 from pipelines.formats import (
     agent_events,
+    agent_log_lines,
     anthropic_batch,
     anthropic_messages,
     frozen_call,
@@ -37,6 +38,7 @@ from pipelines.formats.base import (
 FORMATS: dict[str, ModuleType] = {
     frozen_call.FORMAT: frozen_call,
     agent_events.FORMAT: agent_events,
+    agent_log_lines.FORMAT: agent_log_lines,
     otlp_json.FORMAT: otlp_json,
     phoenix.FORMAT: phoenix,
     langfuse_api.FORMAT: langfuse_api,
