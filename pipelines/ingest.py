@@ -124,7 +124,7 @@ def _quarantine_misfits(result: Normalized) -> None:
     for table, rows in (("calls", result.calls), ("spans", result.spans)):
         for i, column in misfits(rows, TABLES[table]).items():
             line = rows[i].get("source_line")
-            bad.setdefault(line, f"{table}.{column} ({TABLES[table].field(column).type})")
+            bad.setdefault(line, f"{table}.{column}")
             if line is None:
                 unplaced[table].add(i)  # a row no line can name: drop it alone
     if not bad:

@@ -161,5 +161,16 @@ def misfits(rows: list[dict[str, Any]], schema: pa.Schema) -> dict[int, str]:
             try:
                 pa.array([row.get(column.name)], type=column.type)
             except ARROW_ERRORS:
-                bad[i] = column.name
+                bad[i] = _misfit_path(column.name, column.type, row.get(column.name))
     return bad
+
+
+def _misfit_path(path: str, arrow_type: pa.DataType, value: Any) -> str:
+    """The innermost struct field whose value does not fit (``params.max_tokens``)."""
+    if pa.types.is_struct(arrow_type) and isinstance(value, Mapping):
+        for field in arrow_type:
+            try:
+                pa.array([value.get(field.name)], type=field.type)
+            except ARROW_ERRORS:
+                return _misfit_path(f"{path}.{field.name}", field.type, value.get(field.name))
+    return path
