@@ -113,7 +113,8 @@ PROMPT_SHAPE_FIELDS = (
 
 def is_prompt_shape(payload: dict[str, Any]) -> bool:
     """The llm.call payload agents write: ``model`` a name and ``prompt`` a message array."""
-    return isinstance(payload.get("model"), str) or "prompt" in payload
+    # a frozen-call payload's ``prompt`` is its template reference (an object), its ``model`` an object
+    return isinstance(payload.get("model"), str) or isinstance(payload.get("prompt"), list)
 
 
 def _messages(prompt: Any) -> tuple[str | None, list[dict[str, Any]]]:

@@ -160,7 +160,7 @@ def normalize(data: bytes, source: SourceRef, *, lines: bool = True) -> Normaliz
         span_id = _span_id(line)
         kind = kind_of(line.event_type)
         attributes = canonical_json({k: v for k, v in raw.value.items() if k != "prompt" and k != "response"})
-        if "prompt" in raw.value:
+        if isinstance(raw.value.get("prompt"), list):
             call = _call(line, raw, source, trace_id, span_id)
             span = span_for_call(call, step_index=line.step_index, attributes_json=attributes)
             out.calls.append(call)

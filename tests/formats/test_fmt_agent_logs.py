@@ -216,3 +216,15 @@ def test_bad_lines_of_either_shape_are_quarantined_by_line():
     assert {p.line for p in out.problems} == {2, 3} and out.records_ingested == 4
     _, out = normalize_object("\n".join(json.dumps(e) for e in flat).encode(), SOURCE)
     assert [p.line for p in out.problems] == [2] and "tokens_in" in out.problems[0].message
+
+
+def test_tracelake_payloads_with_a_template_reference_keep_working():
+    payload = {
+        "model": {"id": "claude-haiku-4-5"},
+        "prompt": {"template_id": "support-answer", "version": "3"},  # a template reference, not messages
+        "request": {"model": "claude-haiku-4-5", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]},
+    }
+    _, out = normalize_object(json.dumps(_event(1, 1, "llm.call", payload)).encode(), SOURCE)
+    assert out.problems == []
+    (call,) = out.calls
+    assert (call["template_id"], call["template_version"]) == ("support-answer", "3")
