@@ -46,6 +46,7 @@ from pipelines.formats.base import (
     each_record,
     json_records,
     unexpected_problem,
+    validated_object,
     validation_message,
 )
 from pipelines.record.canonical import canonical_json
@@ -176,12 +177,7 @@ def prompt_document(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def _event(raw: RawRecord) -> AgentEvent:
-    if not isinstance(raw.value, dict):
-        raise RecordError("wrong_type", f"expected a JSON object, got {type(raw.value).__name__}")
-    try:
-        return AgentEvent.model_validate(raw.value)
-    except pydantic.ValidationError as e:
-        raise RecordError("invalid_record", f"not an agent event: {validation_message(e)}") from None
+    return validated_object(AgentEvent, raw.value, "an agent event")
 
 
 def _tool(event: AgentEvent) -> ToolInvoke:

@@ -32,6 +32,7 @@ from pipelines.formats.base import (
     each_record,
     json_records,
     known_kind,
+    validated_object,
     validation_message,
 )
 from pipelines.record.canonical import canonical_json, sha256_hex
@@ -102,12 +103,7 @@ def kind_of(event_type: str) -> str:
 
 
 def _line(raw: RawRecord) -> LogLine:
-    if not isinstance(raw.value, dict):
-        raise RecordError("wrong_type", f"expected a JSON object, got {type(raw.value).__name__}")
-    try:
-        return LogLine.model_validate(raw.value)
-    except pydantic.ValidationError as e:
-        raise RecordError("invalid_record", f"not an agent log line: {validation_message(e)}") from None
+    return validated_object(LogLine, raw.value, "an agent log line")
 
 
 def _span_id(line: LogLine) -> str:

@@ -13,13 +13,14 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, TypeVar
 
 import pydantic
 
 # A line longer than this is quarantined rather than parsed: one runaway
 # record must not take a worker's memory with it.
 MAX_RECORD_BYTES = 8 * 1024 * 1024
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 @dataclass(frozen=True)
@@ -331,6 +332,19 @@ def validation_message(error: pydantic.ValidationError, limit: int = 3) -> str:
 # unit mistake): quarantined, not partitioned into year 1 or 9999.
 EARLIEST = datetime(1990, 1, 1, tzinfo=UTC)
 LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def validated_object(model: type[M], value: Any, what: str) -> M:
+    """A JSON object record as ``model``; RecordError (quarantine) naming
+    ``what`` was expected, without the record's values, when it is not one."""
+    from pipelines.record.rows import RecordError
+
+    if not isinstance(value, dict):
+        raise RecordError("wrong_type", f"expected a JSON object, got {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except pydantic.ValidationError as e:
+        raise RecordError("invalid_record", f"not {what}: {validation_message(e)}") from None
 
 
 def _as_utc(value: datetime) -> datetime:

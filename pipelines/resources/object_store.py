@@ -16,11 +16,12 @@ import re
 import threading
 import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import boto3
 import botocore.exceptions
@@ -30,6 +31,7 @@ import zstandard
 from botocore.config import Config
 from pydantic import Field
 
+T = TypeVar("T")
 DEFAULT_LAYOUTS = ("{yyyy}/{mm}/{dd}/", "year={yyyy}/month={mm}/day={dd}/")
 # Bigger than any trace object we expect; a decompression bomb stops here.
 MAX_DECOMPRESSED_BYTES = 1024**3
@@ -50,6 +52,21 @@ RETRYABLE_READS = (
 )
 
 
+def read_again(read: Callable[[], T], attempts: int, retryable: tuple[type[BaseException], ...], failed: str) -> T:
+    """``read()``, again with backoff while it raises ``retryable``; then
+    SourceUnavailable saying ``failed`` (what could not be read), the count and the error type."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return read()
+        except retryable as e:
+            if attempt == attempts:
+                raise SourceUnavailable(
+                    f"{failed} {attempts} times ({type(e).__name__}); check the endpoint and re-run the partition"
+                ) from e
+            time.sleep(min(2.0, 0.1 * 2**attempt))
+    raise AssertionError("unreachable")
+
+
 class CorruptObject(Exception):
     """An object whose bytes cannot be read as what its key says (truncated gzip, bad zstd frame).
 
@@ -63,7 +80,7 @@ class CorruptObject(Exception):
 
 
 class SourceUnavailable(Exception):
-    """An object that could not be read whole after every retry; nothing of it was ingested."""
+    """An object or table that could not be read whole after every retry; nothing of it was used."""
 
 
 @dataclass(frozen=True)
@@ -180,23 +197,18 @@ class _S3:
     def read(self, key: str, attempts: int) -> bytes:
         """The whole body; a body cut short (reset, truncated) is read again.
         botocore retries the request, not a body that breaks mid-stream."""
-        for attempt in range(1, attempts + 1):
-            try:
-                response = self.client.get_object(Bucket=self.bucket, Key=self.root + key)
-                body = response["Body"].read()
-                if len(body) != response["ContentLength"]:
-                    raise botocore.exceptions.IncompleteReadError(
-                        actual_bytes=len(body), expected_bytes=response["ContentLength"]
-                    )
-                return body
-            except RETRYABLE_READS as e:
-                if attempt == attempts:
-                    raise SourceUnavailable(
-                        f"{self.uri(key)}: the response body broke off {attempts} times ({type(e).__name__}); "
-                        "nothing of it was ingested; check the endpoint and re-run the partition"
-                    ) from None
-                time.sleep(min(2.0, 0.1 * 2**attempt))
-        raise AssertionError("unreachable")
+
+        def once() -> bytes:
+            response = self.client.get_object(Bucket=self.bucket, Key=self.root + key)
+            body = response["Body"].read()
+            if len(body) != response["ContentLength"]:
+                raise botocore.exceptions.IncompleteReadError(
+                    actual_bytes=len(body), expected_bytes=response["ContentLength"]
+                )
+            return body
+
+        failed = f"{self.uri(key)}: the response body broke off (nothing of it was ingested)"
+        return read_again(once, attempts, RETRYABLE_READS, failed)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self.root}{key}"

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from pipelines.record.rows import ARROW_ERRORS, misfits
 from pipelines.record.schema import KEYS, PARTITIONS, TABLES
+from pipelines.resources.object_store import read_again
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -43,10 +44,6 @@ class MergeResult:
     updated: int = 0
     deleted: int = 0
     committed: bool = False
-
-
-class TableUnreadable(Exception):
-    """A table that could not be read after every retry."""
 
 
 class RowsDoNotFit(ValueError):
@@ -166,22 +163,17 @@ class Warehouse(dg.ConfigurableResource):
         """Rows of a table. The object store under delta-rs and polars retries
         reset and truncated responses itself (tests/ingest/test_faults.py); what
         still fails is read again whole, then reported with the table's URI."""
-        for attempt in range(1, self.max_read_attempts + 1):
-            try:
-                frame = self.scan(name)
-                if where is not None:
-                    frame = frame.filter(where)
-                if columns is not None:
-                    frame = frame.select(columns)
-                return frame.collect()
-            except (OSError, DeltaError, pl.exceptions.ComputeError) as e:
-                if attempt == self.max_read_attempts:
-                    raise TableUnreadable(
-                        f"{self.table_uri(name)}: reading failed {attempt} times ({type(e).__name__}); "
-                        "check the warehouse endpoint and re-run"
-                    ) from e
-                time.sleep(min(2.0, 0.1 * 2**attempt))
-        raise AssertionError("unreachable")
+
+        def once() -> pl.DataFrame:
+            frame = self.scan(name)
+            if where is not None:
+                frame = frame.filter(where)
+            if columns is not None:
+                frame = frame.select(columns)
+            return frame.collect()
+
+        retryable = (OSError, DeltaError, pl.exceptions.ComputeError)
+        return read_again(once, self.max_read_attempts, retryable, f"{self.table_uri(name)}: reading failed")
 
     def merge(
         self,
