@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from collections import Counter
 from typing import Annotated
@@ -30,6 +31,8 @@ def simulate_llm(
     console.print(f"simulated Messages API on [bold]{sim.url}[/] (every answer is labelled simulated)")
     for name, value in sim.env().items():
         out.print(f"export {name}={value}")
+    # SIGTERM (docker stop, kill) ends it like Ctrl-C: with the summary
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         while True:
             time.sleep(1)
