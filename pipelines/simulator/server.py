@@ -310,6 +310,9 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             self._route("DELETE")
 
         def _route(self, method: str) -> None:
+            if sim._server is None:  # stopped: keep-alive connections must not go on being served
+                self.close_connection = True
+                return
             path = self.path.split("?", 1)[0].rstrip("/")
             body = None
             length = int(self.headers.get("content-length") or 0)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import polars as pl
@@ -140,3 +141,26 @@ def test_a_budget_below_the_estimate_sends_nothing(sim, warehouse):
     results = list(llm.run(todo, warehouse, run_id="r", batch=False, budget_usd=estimate.usd))
     assert sum(r.cost_usd for r in results) <= estimate.usd  # the estimate is an upper bound
     assert llm.estimate(todo, warehouse).requests == 0  # stored requests cost nothing more
+
+
+def test_a_batch_the_provider_no_longer_knows_is_sent_again(warehouse):
+    import anthropic
+
+    with running(batch_seconds=3600) as gone:
+
+        def stop_once_persisted() -> None:  # the provider vanishes while the run polls
+            while warehouse.version("llm_batches") is None:
+                time.sleep(0.02)
+            gone.stop()
+
+        stopper = threading.Thread(target=stop_once_persisted)
+        stopper.start()
+        with pytest.raises(anthropic.APIConnectionError):
+            list(simulated_llm(gone, max_retries=0, poll_interval_seconds=0.02).run(requests(3), warehouse, run_id="a"))
+        stopper.join()
+    with running() as fresh:
+        results = list(simulated_llm(fresh).run(requests(3), warehouse, run_id="b"))
+    assert all(r.status == "succeeded" for r in results) and len(results) == 3
+    states = dict(warehouse.read("llm_batches").select("run_id", "state").iter_rows())
+    assert states == {"a": "not_found", "b": "ended"}
+    assert len(fresh.received("batch_create", 200)) == 1
