@@ -23,7 +23,7 @@ from typing import Any
 
 import anthropic
 
-from pipelines.llm.direct import Sent, _simulated
+from pipelines.llm.direct import Sent, simulated_response
 from pipelines.llm.ledger import BATCHES, Ledger, batch_row, now, open_batches, with_state
 from pipelines.llm.params import refused_sampling, sampling_record, wire_body
 from pipelines.llm.request import LLMRequest
@@ -114,7 +114,7 @@ class BatchSender:
                     batch,
                     list(chunk),
                     backend=self.backend,
-                    simulated=_simulated(raw),
+                    simulated=simulated_response(raw),
                     run_id=self.run_id,
                     created_at=created_at,
                 )
@@ -128,7 +128,7 @@ class BatchSender:
             raw = self.client.messages.batches.with_raw_response.retrieve(batch_id)
             batch = raw.parse().model_dump(mode="json")
             if batch["processing_status"] == "ended":
-                return batch, _simulated(raw)
+                return batch, simulated_response(raw)
             time.sleep(self.poll_interval)
 
     def _collect(

@@ -122,9 +122,11 @@ class LLM(dg.ConfigurableResource):
         progress: Callable[[int, int], None] | None = None,
     ) -> Iterator[LLMResult]:
         """One result per distinct request key, in any order (match them by ``key``)."""
-        client = self.client()
+        if not self.available():
+            self.client()  # raises, saying what to set
+        client = self.client() if self.token_counting == "api" else None
         return runner.run(
-            client,
+            (lambda: client) if client is not None else self.client,
             requests,
             warehouse,
             run_id=run_id,

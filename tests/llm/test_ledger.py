@@ -31,11 +31,12 @@ def test_rerun_sends_nothing_and_writes_nothing(sim, warehouse, batch):
     assert {r.key for r in first} == {r.key for r in todo}
     received, before = len(sim.log), versions(warehouse)
 
-    again = list(llm.run(todo, warehouse, run_id="run-2", batch=batch))
+    ticks = []
+    again = list(llm.run(todo, warehouse, run_id="run-2", batch=batch, progress=lambda d, t: ticks.append((d, t))))
 
     assert len(sim.log) == received  # 0 requests sent
     assert versions(warehouse) == before  # 0 new Delta versions
-    assert all(r.reused for r in again)
+    assert all(r.reused for r in again) and ticks[-1] == (12, 12)
     assert {r.key: r.response for r in again} == {r.key: r.response for r in first}
     ledger = warehouse.read("llm_requests")
     assert ledger.height == 12 and ledger["simulated"].all()
