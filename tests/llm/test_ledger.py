@@ -165,3 +165,14 @@ def test_a_batch_the_provider_no_longer_knows_is_sent_again(warehouse):
     states = dict(warehouse.read("llm_batches").select("run_id", "state").iter_rows())
     assert states == {"a": "not_found", "b": "ended"}
     assert len(fresh.received("batch_create", 200)) == 1
+
+
+def test_batches_bill_half_of_the_same_usage_sent_directly(sim, warehouse):
+    llm = simulated_llm(sim)
+    [direct] = llm.run(requests(1, mode="direct"), warehouse, run_id="r", batch=False)
+    [batched] = llm.run(requests(1, mode="batched"), warehouse, run_id="r", batch=True)
+    assert direct.response["content"] == batched.response["content"]  # same body at temperature 0
+    assert (direct.input_tokens, direct.output_tokens) == (batched.input_tokens, batched.output_tokens)
+    assert batched.response["usage"]["service_tier"] == "batch" and batched.batch_id
+    assert batched.cost_usd == pytest.approx(direct.cost_usd / 2) and direct.cost_usd > 0
+    assert sim.billed_usd == pytest.approx(direct.cost_usd + batched.cost_usd)
