@@ -8,6 +8,7 @@ hold PII. They say where it is and what was expected.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -287,6 +288,7 @@ def _json_reason(error: Exception) -> str:
     return type(error).__name__
 
 
+@functools.cache  # the format modules' models are all imported with pipelines.formats
 def _field_names() -> frozenset[str]:
     """Every field name (and alias) of every pydantic model loaded: the parts of
     an error location that are structure, not a record's own dict keys."""
