@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+
+import dagster as dg
 
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
@@ -21,6 +24,20 @@ from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsSto
 from pipelines.resources.warehouse import Warehouse
 
 HOME = Path(".tracelake")
+# `tracelake demo` writes this many days ending yesterday: the default first partition is its first day
+DEMO_DAYS = 3
+
+
+def start_date(today: date | None = None) -> str:
+    """The first daily partition: ``TRACELAKE_START_DATE`` (YYYY-MM-DD), else
+    the first day a default ``tracelake demo`` fills (today - DEMO_DAYS, UTC)."""
+    text = _env("TRACELAKE_START_DATE")
+    if text is None:
+        return ((today or datetime.now(UTC).date()) - timedelta(days=DEMO_DAYS)).isoformat()
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise ValueError(f"TRACELAKE_START_DATE={text!r} is not a date: use YYYY-MM-DD, e.g. 2024-01-01") from None
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -53,6 +70,8 @@ class Settings:
     format_overrides: dict[str, str]
     endpoint_url: str | None
     region: str | None
+    # the NAMES of the variables holding the AWS keys, when set: resources get
+    # dg.EnvVar references, resolved at run time, never values the UI would show
     access_key_id: str | None
     secret_access_key: str | None
 
@@ -70,8 +89,8 @@ class Settings:
             format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
             endpoint_url=_env("AWS_ENDPOINT_URL"),
             region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION")),
-            access_key_id=_env("AWS_ACCESS_KEY_ID"),
-            secret_access_key=_env("AWS_SECRET_ACCESS_KEY"),
+            access_key_id="AWS_ACCESS_KEY_ID" if _env("AWS_ACCESS_KEY_ID") else None,
+            secret_access_key="AWS_SECRET_ACCESS_KEY" if _env("AWS_SECRET_ACCESS_KEY") else None,
         )
 
     def object_store(self) -> ObjectStore:
@@ -84,12 +103,17 @@ class Settings:
         )
 
     def warehouse(self) -> Warehouse:
+        """The warehouse to use directly (CLI, tests): environment references resolved."""
+        return self.warehouse_resource().process_config_and_initialize()
+
+    def warehouse_resource(self) -> Warehouse:
+        """The warehouse as Definitions get it: the AWS keys as dg.EnvVar, resolved when a run starts."""
         return Warehouse(
             uri=self.warehouse_uri,
             endpoint_url=self.endpoint_url,
             region=self.region,
-            access_key_id=self.access_key_id,
-            secret_access_key=self.secret_access_key,
+            access_key_id=dg.EnvVar(self.access_key_id) if self.access_key_id else None,
+            secret_access_key=dg.EnvVar(self.secret_access_key) if self.secret_access_key else None,
         )
 
     def ingredient_stores(self) -> dict[str, object]:
@@ -105,7 +129,7 @@ class Settings:
     def resources(self) -> dict[str, object]:
         return {
             "source": self.object_store(),
-            "warehouse": self.warehouse(),
+            "warehouse": self.warehouse_resource(),
             "retention_policy": RetentionPolicy(path=self.retention_policy),
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),

@@ -174,6 +174,13 @@ def select_non_overlapping(hits: Sequence[Hit]) -> list[Hit]:
     return sorted(kept)
 
 
+# A bare integer with no phone-like key is a phone only as a whole international
+# number (country code included): 12+ digits (BR and GB mobiles: 13 and 12; US: 11
+# is too close to other ids). Epoch milliseconds (13 digits from "17") parse as
+# no valid number.
+INTERNATIONAL_PHONE_DIGITS = 12
+
+
 class TextAnalyzer:
     def __init__(self, settings: DetectorSettings | None = None):
         self.settings = settings or DetectorSettings()
@@ -266,17 +273,23 @@ class TextAnalyzer:
             # only now is it worth tokenizing: a context word may raise these scores
             found = self._run(request, entities, self._blank.process_text(text, nlp.LANGUAGE))
         hits = [h for h in (self._hit(r, request) for r in found) if h is not None]
-        if not hits and request.number and request.context and PHONE in entities:
+        if not hits and request.number and PHONE in self._enabled:
             hits = self._international_phone(request)
         return select_non_overlapping(hits)
 
     def _international_phone(self, request: Request) -> list[Hit]:
-        """A JSON integer under a phone-like key, written without its "+" (5511987654321)."""
+        """A JSON integer written as a phone without its "+" (5511987654321): under
+        a phone-like key any valid number; under any other key (``customer_id``)
+        a full international number of one of the policy's regions."""
+        if len(request.text) < INTERNATIONAL_PHONE_DIGITS and not request.context:
+            return []
         try:
             number = phonenumbers.parse("+" + request.text, None)
         except phonenumbers.NumberParseException:
             return []
         if not phonenumbers.is_valid_number(number):
+            return []
+        if not request.context and phonenumbers.region_code_for_number(number) not in self.settings.phone_regions:
             return []
         return [Hit(0, len(request.text), PHONE, 0.75)]
 

@@ -34,6 +34,7 @@ from pipelines.redact.analyzer import DetectorSettings, Hit, Request, detector_v
 from pipelines.redact.audit import AuditContext, audit_row
 from pipelines.redact.block_hashes import raw_block_hashes
 from pipelines.redact.field_rules import FieldRules
+from pipelines.redact.identifiers import pseudonymize_row
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
@@ -183,6 +184,9 @@ class Redactor:
             call_updates, span_updates, audit, stats = self._redact_in_workers(calls, spans, now)
         else:
             call_updates, span_updates, audit, stats = self.redact_columns(calls, spans, now)
+        # personal user/session ids, tags and segment values: the keyed pseudonym, the same in every trace
+        call_updates = [{**u, **pseudonymize_row(row, self.keys)} for row, u in zip(calls, call_updates, strict=True)]
+        span_updates = [{**u, **pseudonymize_row(row, self.keys)} for row, u in zip(spans, span_updates, strict=True)]
         # record_sha256 describes what is stored: recomputed, so it is no hash of raw text either
         out_calls = [_updated(row, update) for row, update in zip(calls, call_updates, strict=True)]
         out_spans = [_updated(row, update) for row, update in zip(spans, span_updates, strict=True)]

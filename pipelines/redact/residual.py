@@ -148,14 +148,42 @@ class _Counter:
                 self.counts["api_key"] += sum(1 for m in pattern.finditer(value) if not self._allowed(m.group()))
 
     def number(self, value: int, path: str, info: FieldInfo) -> None:
-        if info.structural:
-            return  # the redactor never rewrites numbers under id-like keys
+        # under id-like keys too: the redactor rewrites a validated CPF or card held as an integer anywhere
         text = str(value)
         for name, valid in (("cpf", check_digits.is_valid_cpf), ("cnpj", check_digits.is_valid_cnpj),
                             ("card", check_digits.is_valid_card)):  # fmt: skip
             if name in self.wanted and valid(text):
                 self.counts[name] += 1
                 return
+
+
+class _IdentifierCounter:
+    """Columns outside the redactor's field map (ids, uris, tags, segment, names):
+    looked at as identifiers, so a bare digit run (a hash, an etag) counts only
+    when formatted, and typed numbers (tokens, offsets) not at all."""
+
+    def __init__(self, counter: _Counter):
+        self.counter = counter
+
+    def text(self, value: str, path: str, info: FieldInfo) -> None:
+        self.counter.text(value, path, _IDENTIFIER)
+
+    def number(self, value: int, path: str, info: FieldInfo) -> None:
+        return None
+
+
+_IDENTIFIER = FieldInfo(structural=True)
+
+
+def _as_json(value: Any) -> Any:
+    """Map columns come as lists of (key, value) pairs: lists and dicts for the walker."""
+    if isinstance(value, tuple):
+        return [_as_json(v) for v in value]
+    if isinstance(value, list):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
 
 
 def _records(frame: Any, columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -202,6 +230,29 @@ def residual_counts(
                 walker.walk(row.get(column), column, counter)
         counts.append(counter.counts)
     return counts, scanned
+
+
+def row_residuals(
+    rows: Sequence[Mapping[str, Any]], table: str, policy: Policy, patterns: Sequence[str] = PATTERNS
+) -> list[tuple[str, ...]]:
+    """For each row, the pattern classes found in ANY of its text (the redactor's
+    text columns, and every other column read as identifiers); () when clean.
+    The pre-write screen of ingest: a row with a class is quarantined, not written."""
+    walker = JsonWalker(FieldRules(policy))
+    allow = frozenset(v.casefold() for v in policy.allow_list)
+    spec = FIELDS.get(table, {})
+    public = policy.is_public_document if policy.public_documents else None
+    found = []
+    for row in rows:
+        counter = _Counter(tuple(patterns), allow)
+        if spec:
+            walk_row(dict(row), table, walker, counter, public)
+        others = _IdentifierCounter(counter)
+        for column, value in row.items():
+            if column not in spec and value is not None:
+                walker.walk(_as_json(value), column, others)
+        found.append(tuple(p for p in patterns if counter.counts[p]))
+    return found
 
 
 def residual_pii_check(
