@@ -277,6 +277,27 @@ class TextAnalyzer:
             hits = self._international_phone(request)
         return select_non_overlapping(hits)
 
+    def _allowed(self, text: str, start: int, end: int) -> bool:
+        """The match is an allow-listed value, lies inside a mention of one ("Aurora"
+        in "Loja Aurora" when the allow-list names the brand), or is one plus
+        lower-case words around it ("da Loja Aurora")."""
+        found = text[start:end]
+        if found.casefold() in self._allow:
+            return True
+        rest = found
+        for value in self._allow:
+            rest = re.sub(re.escape(value), " ", rest, flags=re.IGNORECASE)
+        if rest != found and not any(word[:1].isupper() for word in rest.split()):
+            return True
+        folded = text.casefold()
+        for value in self._allow:
+            at = folded.find(value, max(0, end - len(value)))
+            while 0 <= at <= start:
+                if at + len(value) >= end:
+                    return True
+                at = folded.find(value, at + 1)
+        return False
+
     def _international_phone(self, request: Request) -> list[Hit]:
         """A JSON integer written as a phone without its "+" (5511987654321): under
         a phone-like key any valid number; under any other key (``customer_id``)
@@ -317,6 +338,6 @@ class TextAnalyzer:
         if request.restricted and result.entity_type in UNAMBIGUOUS_WHEN_FORMATTED:
             if text[result.start : result.end].isalnum():
                 return None
-        if self._allow and text[result.start : result.end].casefold() in self._allow:
+        if self._allow and self._allowed(text, result.start, result.end):
             return None
         return Hit(result.start, result.end, result.entity_type, round(result.score, 4))

@@ -153,6 +153,7 @@ class Redactor:
         self.settings = detector_settings(self.policy, self.ner)
         self.rules = FieldRules(self.policy)
         self.walker = JsonWalker(self.rules)
+        self.templated_walker = JsonWalker(FieldRules(self.policy, templated=True))
         self.pool = AnalyzerPool(self.settings, workers, WorkerConfig(self.policy, self.mode, self.keys, self.ner))
         self._cache: dict[Request, list[Hit]] = {}
 
@@ -207,7 +208,7 @@ class Redactor:
         prepared = [self._prepare_call(call) for call in calls]
         public = self.policy.is_public_document if self.policy.public_documents else None
         call_items = [
-            Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self.walker, v, public))
+            Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self._walker_for(r), v, public))
             for call in calls
         ]
         span_items = [
@@ -243,6 +244,11 @@ class Redactor:
             if span.get("call_id") is None and span.get("attributes_json") is not None:
                 audit.append(audit_row(context, span["span_key"], "spans", span, item.tally, []))
         return call_updates, span_updates, audit, stats
+
+    def _walker_for(self, call: dict[str, Any]) -> JsonWalker:
+        """A call with a recorded template: NER looks at its variables, not at the operator's system prompt."""
+        templated = call.get("template_id") or call.get("template_version")
+        return self.templated_walker if templated else self.walker
 
     def _redact_in_workers(
         self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], now: datetime
