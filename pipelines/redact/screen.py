@@ -56,7 +56,8 @@ def screen_rows(
     out = Screened([], [])
     for table, rows, kept in (("calls", calls, out.calls), ("spans", spans, out.spans)):
         for row, found in zip(rows, row_residuals(rows, table, policy, patterns), strict=True):
-            if not found:
+            # a span of a held call goes with it (a span row never points at a missing call)
+            if not found and not (table == "spans" and row.get("call_id") in out.held):
                 kept.append(row)
                 continue
             out.held.add(row[ROW_KEYS[table]])
@@ -76,7 +77,9 @@ def _pointer(
     key = keys_by_uri.get(uri or "", uri)
     where = f"line {line}" if line is not None else "the object"
     return {
-        "quarantine_id": sha256_hex(f"{key}|{row.get('source_etag')}|{line}|{ERROR_CLASS}|{row[ROW_KEYS[table]]}"),
+        "quarantine_id": sha256_hex(
+            f"{key}|{row.get('source_etag')}|{line}|{ERROR_CLASS}|{table}|{row[ROW_KEYS[table]]}"
+        ),
         "source_key": key,
         "source_uri": uri,
         "etag": row.get("source_etag"),
@@ -87,7 +90,9 @@ def _pointer(
         "error_class": ERROR_CLASS,
         "message": (
             f"a {table} row from {where} still matched the {', '.join(found)} pattern after redaction, so it was "
-            f"not written; add a field rule or recognizer to the redaction policy, then re-ingest the object"
+            "not written; add a field rule or recognizer to the redaction policy, then re-ingest the object"
+            if found
+            else f"a {table} row from {where} belongs to a call held back for residual PII (quarantined with it)"
         ),
         "run_id": run_id,
         "ingested_at": now,

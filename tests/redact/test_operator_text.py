@@ -23,7 +23,6 @@ TOOL = {
 }
 
 
-
 def document(templated: bool) -> dict:
     doc = {
         "trace_id": f"operator-{templated}",
