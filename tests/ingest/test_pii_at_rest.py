@@ -110,7 +110,7 @@ def test_the_day_ingests_and_the_leaking_row_is_quarantined_by_pointer(ingested)
     assert sorted(calls["trace_id"]) == ["trace-pii-1", "trace-pii-2"]
     quarantine = warehouse.read("quarantine").filter(pl.col("error_class") == "residual_pii")
     # the call row, and its llm_call span with it: both by pointer
-    assert sorted(zip(quarantine["source_key"], quarantine["line"])) == [(key, 3), (key, 3)]
+    assert sorted(zip(quarantine["source_key"], quarantine["line"], strict=True)) == [(key, 3), (key, 3)]
     messages = sorted(quarantine["message"])
     assert messages[0].startswith("a calls row from line 3 still matched the email pattern")
     assert "held back" in messages[1]

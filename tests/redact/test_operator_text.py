@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-
 from pipelines.redact import nlp
 from pipelines.redact.policy import load_policy
 from pipelines.redact.redactor import Redactor
