@@ -108,6 +108,7 @@ def demo(
         '  tracelake sql "SELECT service, count(*) AS calls, avg(latency_ms) AS avg_ms, '
         'sum(usage.cost_usd) AS usd FROM calls GROUP BY service"\n'
         '  tracelake sql "SELECT status, count(*) AS calls FROM rot_checks GROUP BY status"\n'
+        "  export TRACELAKE_DEMO=1    (other commands then use the demo hash key, as this run did)\n"
         "  tracelake rot CALL_ID      (why a call's request no longer re-renders)\n"
         "  make ui                    (the Dagster UI)",
         soft_wrap=True,
