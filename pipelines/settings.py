@@ -103,8 +103,15 @@ class Settings:
         )
 
     def warehouse(self) -> Warehouse:
-        """The warehouse to use directly (CLI, tests): environment references resolved."""
-        return self.warehouse_resource().process_config_and_initialize()
+        """The warehouse to use directly (CLI, tests): the keys read from their variables now.
+        (Not process_config_and_initialize: it resets Dagster's current-instance context.)"""
+        return Warehouse(
+            uri=self.warehouse_uri,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key_id=_env(self.access_key_id) if self.access_key_id else None,
+            secret_access_key=_env(self.secret_access_key) if self.secret_access_key else None,
+        )
 
     def warehouse_resource(self) -> Warehouse:
         """The warehouse as Definitions get it: the AWS keys as dg.EnvVar, resolved when a run starts."""
