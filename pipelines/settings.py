@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
-import dagster as dg
-
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
@@ -70,8 +68,6 @@ class Settings:
     format_overrides: dict[str, str]
     endpoint_url: str | None
     region: str | None
-    # the NAMES of the variables holding the AWS keys, when set: resources get
-    # dg.EnvVar references, resolved at run time, never values the UI would show
     access_key_id: str | None
     secret_access_key: str | None
 
@@ -89,8 +85,8 @@ class Settings:
             format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
             endpoint_url=_env("AWS_ENDPOINT_URL"),
             region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION")),
-            access_key_id="AWS_ACCESS_KEY_ID" if _env("AWS_ACCESS_KEY_ID") else None,
-            secret_access_key="AWS_SECRET_ACCESS_KEY" if _env("AWS_SECRET_ACCESS_KEY") else None,
+            access_key_id=_env("AWS_ACCESS_KEY_ID"),
+            secret_access_key=_env("AWS_SECRET_ACCESS_KEY"),
         )
 
     def object_store(self) -> ObjectStore:
@@ -103,24 +99,25 @@ class Settings:
         )
 
     def warehouse(self) -> Warehouse:
-        """The warehouse to use directly (CLI, tests): the keys read from their variables now.
-        (Not process_config_and_initialize: it resets Dagster's current-instance context.)"""
         return Warehouse(
             uri=self.warehouse_uri,
             endpoint_url=self.endpoint_url,
             region=self.region,
-            access_key_id=_env(self.access_key_id) if self.access_key_id else None,
-            secret_access_key=_env(self.secret_access_key) if self.secret_access_key else None,
+            access_key_id=self.access_key_id,
+            secret_access_key=self.secret_access_key,
         )
 
     def warehouse_resource(self) -> Warehouse:
-        """The warehouse as Definitions get it: the AWS keys as dg.EnvVar, resolved when a run starts."""
+        """The warehouse as Definitions get it: a set AWS key is a dg.EnvVar reference to
+        its standard variable, resolved when a run starts, never a value the UI shows."""
+        import dagster as dg
+
         return Warehouse(
             uri=self.warehouse_uri,
             endpoint_url=self.endpoint_url,
             region=self.region,
-            access_key_id=dg.EnvVar(self.access_key_id) if self.access_key_id else None,
-            secret_access_key=dg.EnvVar(self.secret_access_key) if self.secret_access_key else None,
+            access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID") if self.access_key_id else None,
+            secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY") if self.secret_access_key else None,
         )
 
     def ingredient_stores(self) -> dict[str, object]:

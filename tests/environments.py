@@ -31,6 +31,8 @@ class S3:
             uri=self.uri(prefix),
             endpoint_url=self.endpoint_url,
             region="us-east-1",
+            access_key_id="testing",
+            secret_access_key="testing",
         )
 
     def objects(self, prefix: str) -> dict[str, bytes]:
@@ -68,6 +70,8 @@ def s3_settings(s3: S3, **changes) -> Settings:
         stores_uri=s3.uri("stores"),
         endpoint_url=s3.endpoint_url,
         region="us-east-1",
+        access_key_id="testing",
+        secret_access_key="testing",
     )
     fields.update(changes)
     return dataclasses.replace(base, **fields)
