@@ -57,6 +57,8 @@ _API_KEY_HINTS = (
     "PRIVATE KEY",
 )
 _DIGITS = str.maketrans("", "", "0123456789")
+_API_KEY_HINT = regex.compile("|".join(regex.escape(h) for h in _API_KEY_HINTS))
+MEMO_LIMIT = 200_000
 
 _CPF = [regex.compile(patterns.CPF_FORMATTED), regex.compile(patterns.CPF_PLAIN)]
 _CNPJ = [regex.compile(patterns.CNPJ_FORMATTED), regex.compile(patterns.CNPJ_PLAIN)]
@@ -112,10 +114,28 @@ def _is_personal_email(found: str) -> bool:
 class _Counter:
     """A walker visitor that counts pattern matches in the leaves of one row."""
 
-    def __init__(self, wanted: tuple[str, ...], allow: frozenset[str]):
+    def __init__(self, wanted: tuple[str, ...], allow: frozenset[str], memo: dict | None = None):
         self.wanted = wanted
         self.allow = allow
         self.counts = dict.fromkeys(wanted, 0)
+        # (leaf, structural) -> its counts, shared across the rows of one scan: ids,
+        # model names, prompts and tool definitions repeat in every row
+        self.memo = memo
+
+    def text(self, value: str, path: str, info: FieldInfo) -> None:
+        if self.memo is None:
+            self._text(value, info.structural)
+            return
+        key = (value, info.structural)
+        found = self.memo.get(key)
+        if found is None:
+            totals, self.counts = self.counts, dict.fromkeys(self.wanted, 0)
+            self._text(value, info.structural)
+            found, self.counts = tuple(self.counts.items()), totals
+            if len(self.memo) < MEMO_LIMIT:
+                self.memo[key] = found
+        for name, n in found:
+            self.counts[name] += n
 
     def _allowed(self, found: str) -> bool:
         return found.casefold() in self.allow
@@ -127,8 +147,7 @@ class _Counter:
             if valid(value) and not self._allowed(value):
                 self.counts[name] += 1
 
-    def text(self, value: str, path: str, info: FieldInfo) -> None:
-        structural = info.structural
+    def _text(self, value: str, structural: bool) -> None:
         if "email" in self.wanted and "@" in value:
             for m in _email_pattern().finditer(value):
                 if _is_personal_email(m.group()) and not self._allowed(m.group()):
@@ -143,7 +162,7 @@ class _Counter:
         if "cnpj" in self.wanted and digits >= 2:
             found = {m.group() for p in _CNPJ for m in p.finditer(value)}
             self._count("cnpj", found, check_digits.is_valid_cnpj, structural)
-        if "api_key" in self.wanted and any(hint in value for hint in _API_KEY_HINTS):
+        if "api_key" in self.wanted and _API_KEY_HINT.search(value):
             for pattern in _API_KEYS:
                 self.counts["api_key"] += sum(1 for m in pattern.finditer(value) if not self._allowed(m.group()))
 
@@ -221,8 +240,9 @@ def residual_counts(
     if not scanned:
         raise ValueError(f"no text columns to scan: give columns= (table {table!r}, frame has {sorted(present)})")
     counts = []
+    memo: dict = {}
     for row in _records(frame, scanned):
-        counter = _Counter(tuple(patterns), allow)
+        counter = _Counter(tuple(patterns), allow, memo)
         if table in FIELDS:
             walk_row(row, table, walker, counter, policy.is_public_document if policy.public_documents else None)
         else:
@@ -243,8 +263,9 @@ def row_residuals(
     spec = FIELDS.get(table, {})
     public = policy.is_public_document if policy.public_documents else None
     found = []
+    memo: dict = {}
     for row in rows:
-        counter = _Counter(tuple(patterns), allow)
+        counter = _Counter(tuple(patterns), allow, memo)
         if spec:
             walk_row(dict(row), table, walker, counter, public)
         others = _IdentifierCounter(counter)
