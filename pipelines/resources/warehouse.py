@@ -202,6 +202,11 @@ class Warehouse(dg.ConfigurableResource):
         txn = next(_TRANSACTIONS)  # one per merge, the same on every attempt: a retry can see it landed
         return self._retrying(name, lambda table: self._merge_into(name, table, data, partitions, replace, txn))
 
+    def ensure(self, name: str) -> None:
+        """Create the table empty when it does not exist yet: it can be queried from the first run."""
+        if self.table(name) is None:
+            self._create(name, TABLES[name].empty_table())
+
     def _create(self, name: str, data: pa.Table) -> MergeResult | None:
         """Write the first version of a table; None when another writer created it first."""
         try:
