@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.resources.candidates import CandidateRegistry
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
@@ -55,6 +56,7 @@ class Settings:
     region: str | None
     access_key_id: str | None
     secret_access_key: str | None
+    candidates_uri: str = str(HOME / "candidates")
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -72,6 +74,7 @@ class Settings:
             region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION")),
             access_key_id=_env("AWS_ACCESS_KEY_ID"),
             secret_access_key=_env("AWS_SECRET_ACCESS_KEY"),
+            candidates_uri=_env("TRACELAKE_CANDIDATES", str(HOME / "candidates")),
         )
 
     def object_store(self) -> ObjectStore:
@@ -102,6 +105,10 @@ class Settings:
             "params_store": ParamsStore(**where),
         }
 
+    def candidate_registry(self) -> CandidateRegistry:
+        """Replay candidates: TRACELAKE_CANDIDATES, a folder or s3:// prefix of <slug>.yaml files."""
+        return CandidateRegistry(uri=self.candidates_uri, endpoint_url=self.endpoint_url, region=self.region)
+
     def resources(self) -> dict[str, object]:
         return {
             "source": self.object_store(),
@@ -109,4 +116,5 @@ class Settings:
             "retention_policy": RetentionPolicy(path=self.retention_policy),
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),
+            "candidate_registry": self.candidate_registry(),
         }
