@@ -3,8 +3,6 @@ summary (`replay_summary`), partitioned candidate x day. The candidate comes
 from the partition key, never run config, so a UI backfill needs nothing else.
 """
 
-from __future__ import annotations
-
 from collections import Counter
 from collections.abc import Sequence
 
