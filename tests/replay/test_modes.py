@@ -11,7 +11,6 @@ from statsmodels.stats.proportion import proportion_confint
 
 from pipelines.record.canonical import request_sha256
 from pipelines.simulator.behaviour import CANDIDATE_MARKER, FIXED_MODEL
-from tests.replay.conftest import DAY
 
 COMPONENTS = {"template_changed", "document_changed", "document_missing", "model_alias_moved", "params_changed"}
 
@@ -166,7 +165,7 @@ def test_class_rate_replay_samples_failures_with_a_wilson_interval(recorded_day,
     assert recorded_day.replay(sim, "failure-rates").success
     rows = replays_of(recorded_day, "failure-rates")
     assert not rows.is_empty(), "the demo day has truncated or thumbs-down calls"
-    for call_id, samples in rows.group_by("call_id"):
+    for _, samples in rows.group_by("call_id"):
         samples = samples.to_dicts()
         assert sorted(r["sample_index"] for r in samples) == [0, 1, 2, 3]
         known = [r["reproduced"] for r in samples if r["reproduced"] is not None]
