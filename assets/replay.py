@@ -147,7 +147,8 @@ def replays(
     kinds={"delta"},
     group_name="replay",
     pool="warehouse",
-    automation_condition=dg.AutomationCondition.eager(),
+    # eager for any day, not only the latest: backfilled days get their summary too
+    automation_condition=dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window()),
     description="Per candidate, day, mode, fidelity and segment: improved / regressed / same with Wilson "
     "intervals, a paired sign test, Benjamini-Hochberg across segments, cost, and a flag when the aggregate "
     "improves while a segment significantly regresses.",
@@ -214,3 +215,14 @@ def nightly_replay(context: dg.RunStatusSensorContext, candidate_registry: Candi
         for c in active
         if c in known
     ]
+
+
+# replay_summary follows replays (eager) wherever replays came from: the nightly
+# runs, the CLI, or a backfill of replays alone launched from the UI.
+replay_automation = dg.AutomationConditionSensorDefinition(
+    "replay_automation",
+    target=dg.AssetSelection.groups("replay"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Materializes replay_summary for every candidate x day whose replays were updated.",
+)
