@@ -23,8 +23,8 @@ from typing import Any
 
 import anthropic
 
-from pipelines.llm.direct import Sent, _simulated
-from pipelines.llm.ledger import BATCHES, Ledger, batch_row, now, open_batches
+from pipelines.llm.direct import Sent, simulated_response
+from pipelines.llm.ledger import BATCHES, Ledger, batch_row, now, open_batches, with_state
 from pipelines.llm.params import refused_sampling, sampling_record, wire_body
 from pipelines.llm.request import LLMRequest
 from pipelines.llm.response import failed, succeeded
@@ -41,6 +41,7 @@ class _Pending:
     sent_at: datetime | None = None
     last_error: tuple[str, str] | None = None  # (status, message) of the last retryable failure
     simulated: bool = False
+    batch_id: str | None = None  # the last batch it was in
 
 
 @dataclass
@@ -64,6 +65,13 @@ class BatchSender:
             if not keys:
                 continue
             log.info("resuming batch %s (%d requests) submitted by run %s", row["batch_id"], len(keys), row["run_id"])
+            try:
+                self.client.messages.batches.retrieve(row["batch_id"])
+            except anthropic.NotFoundError:
+                # e.g. a simulator that has restarted since: the batch is gone, its requests are not answered
+                log.warning("batch %s is unknown to the provider; its requests are sent again", row["batch_id"])
+                self.ledger.merge(BATCHES, [with_state(row, "not_found")])
+                continue
             entries = {k: pending.pop(k) for k in keys}
             for entry in entries.values():
                 entry.submissions += 1
@@ -106,7 +114,7 @@ class BatchSender:
                     batch,
                     list(chunk),
                     backend=self.backend,
-                    simulated=_simulated(raw),
+                    simulated=simulated_response(raw),
                     run_id=self.run_id,
                     created_at=created_at,
                 )
@@ -120,7 +128,7 @@ class BatchSender:
             raw = self.client.messages.batches.with_raw_response.retrieve(batch_id)
             batch = raw.parse().model_dump(mode="json")
             if batch["processing_status"] == "ended":
-                return batch, _simulated(raw)
+                return batch, simulated_response(raw)
             time.sleep(self.poll_interval)
 
     def _collect(
@@ -145,6 +153,7 @@ class BatchSender:
                 yield outcome
         for key, entry in entries.items():
             if key not in seen:  # a result the batch never listed: submit it again
+                entry.batch_id = batch_id
                 entry.last_error = ("errored", f"batch {batch_id} returned no result for this request")
                 retry[key] = entry
         # every result is in the ledger before the batch is marked ended
@@ -159,6 +168,7 @@ class BatchSender:
         kind = result.get("type")
         request = entry.request
         entry.simulated = simulated
+        entry.batch_id = batch_id
         if kind == "succeeded":
             done = succeeded(
                 request, result["message"], attempts=entry.submissions, simulated=simulated, batch_id=batch_id
@@ -175,9 +185,10 @@ class BatchSender:
                     entry.dropped |= {refused}
                     entry.submissions -= 1  # a refused parameter does not count against the retry rounds
                     return None
-                return self._sent(
-                    entry, failed(request, "errored", text, attempts=entry.submissions, simulated=simulated)
+                result = failed(
+                    request, "errored", text, attempts=entry.submissions, simulated=simulated, batch_id=batch_id
                 )
+                return self._sent(entry, result)
             entry.last_error = ("errored", text)
             return None
         if kind == "expired":
@@ -199,7 +210,9 @@ class BatchSender:
     def _give_up(self, entry: _Pending) -> Sent:
         status, message = entry.last_error or ("errored", "no result")
         text = f"{message} (after {entry.submissions} batch submissions)"
-        result = failed(entry.request, status, text, attempts=entry.submissions, simulated=entry.simulated)
+        result = failed(
+            entry.request, status, text, attempts=entry.submissions, simulated=entry.simulated, batch_id=entry.batch_id
+        )
         return self._sent(entry, result)
 
     def _sent(self, entry: _Pending, result: Any) -> Sent:
