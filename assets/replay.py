@@ -14,7 +14,7 @@ from pipelines.jobs import nightly
 from pipelines.jobs import replay as replay_job
 from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key, candidate_day_of, candidate_days
 from pipelines.partitions import candidates as candidate_dimension
-from pipelines.replay.bodies import Answer, Outgoing, answer_of
+from pipelines.replay.bodies import Answer, answer_of
 from pipelines.replay.candidates import Candidate, CandidateError
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.report import SEGMENT_COLUMNS, segment_table_rows
@@ -69,19 +69,8 @@ def day_inputs(candidate: Candidate, day, warehouse: Warehouse, templates: Templ
 def sender(llm: LLM, warehouse: Warehouse, run_id: str, log, counts: Counter):
     """``send`` for the replay core: one LLM resource run (Message Batches) per round."""
 
-    def send(outgoing: Sequence[Outgoing]) -> dict[str, Answer]:
-        requests = [
-            LLMRequest(
-                body=o.body,
-                purpose=o.purpose,
-                mode=o.mode,
-                sample_index=o.sample_index,
-                candidate=o.candidate,
-                call_id=o.call_id,
-                cache_prefix=o.cache_prefix,
-            )
-            for o in outgoing
-        ]
+    def send(outgoing: Sequence[LLMRequest]) -> dict[str, Answer]:
+        requests = list(outgoing)
         answers = {}
         for result in llm.run(requests, warehouse, run_id=run_id, batch=True):
             counts["reused" if result.reused else "sent"] += 1

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from assets.replay import sender  # noqa: E402
 from bench.rot import DAY, prepare  # noqa: E402
 from pipelines.llm.params import wire_body  # noqa: E402
-from pipelines.replay.bodies import Outgoing  # noqa: E402
+from pipelines.llm.request import LLMRequest  # noqa: E402
 from pipelines.replay.candidates import Candidate  # noqa: E402
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, replay_day  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
@@ -91,7 +91,7 @@ def main() -> None:
 
     calls = warehouse.read("calls", pl.col("occurred_date") == DAY, list(CALL_COLUMNS)).to_dicts()
     inputs = DayInputs(candidate=CANDIDATE, day=DAY, calls=calls)
-    sent: list[Outgoing] = []
+    sent: list[LLMRequest] = []
 
     with running() as ours:
         llm = simulated_llm(ours)
