@@ -21,4 +21,11 @@ nightly = dg.define_asset_job(
     selection=dg.AssetSelection.groups(*STAGES),
     description="Every stage for one day, in order: " + " -> ".join(STAGES) + ".",
 )
-jobs = [*stage_jobs.values(), nightly, retention_sweep]
+# Replay is candidate x day (partitions from its assets), so it cannot be part of the daily nightly job: the
+# nightly_replay sensor starts one run of it per active candidate after nightly succeeds.
+replay = dg.define_asset_job(
+    "replay",
+    selection=dg.AssetSelection.groups("replay"),
+    description="The replay stage for one candidate x day: replays, then replay_summary.",
+)
+jobs = [*stage_jobs.values(), nightly, retention_sweep, replay]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+from pipelines.resources.candidates import CandidateRegistry
 from pipelines.resources.llm import LLM
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
@@ -79,6 +80,7 @@ class Settings:
     llm_backend: str = "off"
     llm_base_url: str | None = None
     llm_budget_usd: float | None = None
+    candidates_uri: str = str(HOME / "candidates")
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -99,6 +101,7 @@ class Settings:
             llm_backend=_env("TRACELAKE_LLM", "api" if _env("ANTHROPIC_API_KEY") else "off"),
             llm_base_url=_env("TRACELAKE_LLM_URL", _env("ANTHROPIC_BASE_URL")),
             llm_budget_usd=float(budget) if (budget := _env("TRACELAKE_LLM_BUDGET_USD")) else None,
+            candidates_uri=_env("TRACELAKE_CANDIDATES", str(HOME / "candidates")),
         )
 
     def object_store(self) -> ObjectStore:
@@ -153,6 +156,10 @@ class Settings:
             budget_usd=self.llm_budget_usd,
         )
 
+    def candidate_registry(self) -> CandidateRegistry:
+        """Replay candidates: TRACELAKE_CANDIDATES, a folder or s3:// prefix of <slug>.yaml files."""
+        return CandidateRegistry(uri=self.candidates_uri, endpoint_url=self.endpoint_url, region=self.region)
+
     def resources(self) -> dict[str, object]:
         return {
             "source": self.object_store(),
@@ -161,4 +168,5 @@ class Settings:
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),
             "llm": self.llm(),
+            "candidate_registry": self.candidate_registry(),
         }
