@@ -16,7 +16,6 @@ from pipelines.judge.model_info import load_model_info
 from pipelines.judge.policy import Policy
 from pipelines.judge.timeline import Trace, build_traces
 
-
 POSITIVE = {"up", "thumbs_up", "positive", "good", "helpful"}
 
 

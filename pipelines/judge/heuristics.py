@@ -67,7 +67,8 @@ def upstream_data_missing(trace: Trace, policy: Policy, _: ModelInfo) -> list[Fi
                     "upstream_data_missing",
                     "upstream_data_missing",
                     "1",
-                    f"step {tool.step_index} ({tool.tool_called}) returned {quote(canonical_json(tool.tool_result), 20)}; "
+                    f"step {tool.step_index} ({tool.tool_called}) returned "
+                    f"{quote(canonical_json(tool.tool_result), 20)}; "
                     f'step {turn.step_index} states: "{quote(turn.text)}"',
                     confidence=0.8,
                     cause=tool,
