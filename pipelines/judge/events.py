@@ -65,6 +65,7 @@ def event_rows(traces: Iterable[Trace]) -> list[dict[str, Any]]:
                 "finish_reason": s.finish_reason,
                 "http_status": s.http_status,
                 "source_step_index": s.raw_step_index,
+                "session_total_tokens": s.reported_total_tokens,
                 "occurred_date": s.ts.date(),
             }
             row["record_sha256"] = record_sha256(row, ())

@@ -77,6 +77,8 @@ class Step:
     messages: list[dict] = field(default_factory=list)
     output_tool_uses: list[dict] = field(default_factory=list)
     retrieved: list[str] = field(default_factory=list)
+    # session.end: the total tokens the source reported for the session, if any
+    reported_total_tokens: int | None = None
     feedback_negative: bool = False
     escalated: bool = False
     attributes: dict[str, Any] = field(default_factory=dict)
@@ -203,6 +205,7 @@ def _step(span: Mapping[str, Any], call: Mapping[str, Any] | None) -> Step | Non
         feedback = str(attribute(attrs, ("feedback",)) or "").lower()
         step.feedback_negative = feedback in ("down", "thumbs_down", "negative", "bad", "unhelpful")
         step.escalated = attribute(attrs, ("outcome",)) == "escalated"
+        step.reported_total_tokens = _reported_total(attrs, span)
     if call is not None:
         _call_facts(step, call, attrs)
     elif event_type == "llm.call":
@@ -218,6 +221,15 @@ def _str(value: Any) -> str | None:
     if value is None or isinstance(value, (dict, list)):
         return None
     return str(value)
+
+
+def _reported_total(attrs: dict, span: Mapping[str, Any]) -> int | None:
+    total = _int(attribute(attrs, ("total_tokens", "tokens_total", "session_total_tokens")))
+    if total is not None:
+        return total
+    parts = [_int(attribute(attrs, (k,))) for k in ("tokens_in", "tokens_out")]
+    parts = parts if any(p is not None for p in parts) else [span.get("input_tokens"), span.get("output_tokens")]
+    return sum(p or 0 for p in parts) if any(p is not None for p in parts) else None
 
 
 def _tool_facts(step: Step, attrs: dict, span: Mapping[str, Any]) -> None:

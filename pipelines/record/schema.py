@@ -496,6 +496,8 @@ AGENT_EVENTS = pa.schema(
         ("http_status", pa.int64()),
         # the step number the source wrote (null: it wrote none, step_index is the time order)
         ("source_step_index", pa.int64()),
+        # session.end: the session's total tokens as the source reported them (checked against its calls)
+        ("session_total_tokens", pa.int64()),
         ("occurred_date", pa.date32()),
         ("record_sha256", pa.string()),
     ]
