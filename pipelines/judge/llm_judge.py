@@ -20,6 +20,7 @@ from pipelines.judge.prompts import PROMPTS, JudgePrompt, request_body
 from pipelines.judge.sampling import Selection, unit_hash
 from pipelines.judge.timeline import Trace
 from pipelines.judge.verdicts import Unreadable, parse_verdict
+from pipelines.llm.request import LLMRequest
 
 RETRY_OFFSET = 100  # sample index of the retry of an unreadable answer
 JUDGE_ERROR = "judge_error"
@@ -63,9 +64,7 @@ class JudgeRun:
     statuses: dict[str, int] = field(default_factory=dict)
 
 
-def _request(item: Item, policy: Policy):
-    from pipelines.resources.llm import LLMRequest
-
+def _request(item: Item, policy: Policy) -> LLMRequest:
     body = request_body(item.prompt, item.trace, policy.judge.model, policy.judge.max_tokens)
     first = item.trace.calls[-1].call_id if item.trace.calls else None
     return LLMRequest(body=body, purpose="judge", mode=item.prompt.mode, sample_index=item.sample_index, call_id=first)
@@ -158,10 +157,12 @@ def _record(out: JudgeRun, item: Item, result, label: str, confidence: float, ev
     )
     if label == NO_ERROR or base != 0:
         return  # the second sample only measures agreement; findings come from the first
-    steps = {s.step_index: s for s in item.trace.steps}
-    target = steps.get(step) if step is not None else None
+    # the judge may only name a step it was shown; otherwise the final answer it judged
+    shown = {s.step_index: s for s in item.trace.steps if s.event_type in ("llm.call", "tool.invoke")}
+    answers = [s for s in item.trace.calls if (s.text or "").strip()] or item.trace.calls
+    target = shown.get(step) if step is not None else None
     if target is None:
-        target = item.trace.calls[-1]
+        target = answers[-1]
     detector = f"llm_judge:{prompt.error_class}"
     out.findings.append(
         finding(

@@ -7,7 +7,14 @@ import pytest
 
 from pipelines.judge.timeline import build_traces
 from tests.environments import local_settings, run_stage
-from tests.judge.sessions import DAY, clean_sessions, planted_sessions, violating_sessions, write_log
+from tests.judge.sessions import (
+    DAY,
+    clean_sessions,
+    injection_sessions,
+    planted_sessions,
+    violating_sessions,
+    write_log,
+)
 
 
 @pytest.fixture(scope="module")
@@ -17,6 +24,7 @@ def ingested(tmp_path_factory):
     settings = local_settings(tmp)
     sessions = [*clean_sessions(), *(s for s, _, _ in planted_sessions().values())]
     sessions += [s for s, _, _ in violating_sessions().values()]
+    sessions += [s for s, _ in injection_sessions().values()]
     write_log(tmp / "source", sessions)
     with dg.instance_for_test() as instance:
         assert run_stage(settings, "ingest", DAY.date().isoformat(), instance).success
