@@ -12,6 +12,8 @@ LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
 ``api`` when ``ANTHROPIC_API_KEY`` is set, else ``off``);
 ``TRACELAKE_LLM_URL`` is the simulator's URL (``ANTHROPIC_BASE_URL`` for
 ``api``); ``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
+Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
+``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import dagster as dg
+
+from pipelines.resources.judge import AlertWebhook, JudgePolicy
 from pipelines.resources.llm import LLM
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
@@ -64,6 +69,8 @@ class Settings:
     llm_backend: str = "off"
     llm_base_url: str | None = None
     llm_budget_usd: float | None = None
+    judge_policy: str | None = None
+    alert_webhook: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -84,6 +91,8 @@ class Settings:
             llm_backend=_env("TRACELAKE_LLM", "api" if _env("ANTHROPIC_API_KEY") else "off"),
             llm_base_url=_env("TRACELAKE_LLM_URL", _env("ANTHROPIC_BASE_URL")),
             llm_budget_usd=float(budget) if (budget := _env("TRACELAKE_LLM_BUDGET_USD")) else None,
+            judge_policy=_env("TRACELAKE_JUDGE_POLICY"),
+            alert_webhook=_env("TRACELAKE_ALERT_WEBHOOK") is not None,
         )
 
     def object_store(self) -> ObjectStore:
@@ -133,4 +142,7 @@ class Settings:
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),
             "llm": self.llm(),
+            "judge_policy": JudgePolicy(path=self.judge_policy),
+            # the URL is a secret: an environment reference, resolved when a run starts
+            "alert_webhook": AlertWebhook(url=dg.EnvVar("TRACELAKE_ALERT_WEBHOOK") if self.alert_webhook else None),
         }

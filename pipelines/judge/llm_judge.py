@@ -94,7 +94,7 @@ def judge(
     progress: Callable[[int, int], None] | None = None,
 ) -> JudgeRun:
     if llm is None or not llm.available():
-        return JudgeRun(skipped="no LLM configured (TRACELAKE_LLM_BACKEND=off): heuristics and validator only")
+        return JudgeRun(skipped="skipped: no LLM configured (TRACELAKE_LLM=off); heuristics and validator ran")
     out = JudgeRun()
     pending = items_for(traces, selections, policy)
     for attempt in (0, 1):

@@ -17,7 +17,7 @@ from tests.judge.sessions import (
 )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def ingested(tmp_path_factory):
     """Settings whose warehouse holds the fixture sessions of DAY, ingested."""
     tmp = tmp_path_factory.mktemp("judge")
@@ -31,7 +31,7 @@ def ingested(tmp_path_factory):
     return settings
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def traces(ingested):
     warehouse = ingested.warehouse()
     return {t.trace_id: t for t in build_traces(warehouse.read("spans").to_dicts(), warehouse.read("calls").to_dicts())}
