@@ -124,7 +124,7 @@ def semantic_errors(context: dg.AssetExecutionContext, warehouse: Warehouse, llm
     found = judge_day.find_errors(traces, policy, llm, warehouse, context.run.run_id, day, _run_time(context))
     run = found.judged
     if run.skipped:
-        context.log.warning(f"{day}: LLM judge skipped: {run.skipped}")
+        context.log.warning(f"{day}: LLM judge {run.skipped}")
         # keep earlier judge findings of the day: only the heuristics' rows are replaced
         replace = f"t.occurred_date = '{day}' AND t.detector NOT LIKE 'llm_judge:%'"
     else:

@@ -91,6 +91,9 @@ def demo(
     demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
     run(stage="nightly", day=(last - timedelta(days=days - 1)).isoformat(), to=last.isoformat())
     tables()
+    from pipelines.cli.judge import show_rates
+
+    show_rates(last - timedelta(days=days - 1), last)
     out.print(
         "\nTry:\n"
         '  tracelake sql "SELECT service, count(*) AS calls, avg(latency_ms) AS avg_ms, '

@@ -105,6 +105,8 @@ def loop(trace: Trace, policy: Policy, _: ModelInfo) -> list[Finding]:
     limit, repeats = policy.thresholds.loop_max_step, policy.thresholds.loop_repeats
     seen: Counter[tuple[str, str]] = Counter()
     for step in trace.steps:
+        if step.event_type == "session.end":
+            break  # what is logged after the end (a late write) is the state validator's concern
         if step.event_type == "tool.invoke":
             key = (step.tool_called or "", canonical_json(step.tool_arguments))
             seen[key] += 1
@@ -120,7 +122,7 @@ def loop(trace: Trace, policy: Policy, _: ModelInfo) -> list[Finding]:
                         confidence=0.9,
                     )
                 ]
-        if step.step_index > limit and step.event_type not in ("session.end",):
+        if step.step_index > limit:
             return [
                 finding(
                     trace, step, "loop", "loop", "1", f"step {step.step_index} is past step {limit}", confidence=0.7
