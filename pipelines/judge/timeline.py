@@ -194,9 +194,7 @@ def _step(span: Mapping[str, Any], call: Mapping[str, Any] | None) -> Step | Non
     )
     for key in SESSION_KEYS:
         setattr(step, key, _str(attribute(attrs, (key,))) or _str((attribute(attrs, ("segment",)) or {}).get(key)))
-    step.semantic_error = _str(attribute(attrs, ("semantic_error",))) or None
-    if step.semantic_error in ("false", "none", "null", "0"):
-        step.semantic_error = None
+    step.semantic_error = _semantic_error(attribute(attrs, ("semantic_error",)))
     if event_type == "tool.invoke":
         _tool_facts(step, attrs, span)
     elif event_type in ("agent.think",):
@@ -210,11 +208,24 @@ def _step(span: Mapping[str, Any], call: Mapping[str, Any] | None) -> Step | Non
         _call_facts(step, call, attrs)
     elif event_type == "llm.call":
         # a log line that carries the call inline (prompt/response) without a calls row
-        step.model = _str(attribute(attrs, ("model", "gen_ai.request.model")))
+        step.model = _str(attribute(attrs, ("model", "gen_ai.request.model", "gen_ai.response.model")))
+        step.provider = _str(attribute(attrs, ("provider", "gen_ai.system", "gen_ai.provider.name")))
         step.text = _str(attribute(attrs, ("response", "completion", "output_text")))
         step.tokens_in = step.tokens_in or _int(attribute(attrs, ("prompt_tokens", "input_tokens")))
         step.tokens_out = step.tokens_out or _int(attribute(attrs, ("completion_tokens", "output_tokens")))
     return step
+
+
+def _semantic_error(value: Any) -> str | None:
+    """The class a source logged for a step: its name, or "semantic_error" for a bare true."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return "semantic_error"
+    text = str(value).strip()
+    if text.lower() in ("", "false", "none", "null", "0", "no"):
+        return None
+    return "semantic_error" if text.lower() in ("true", "1", "yes") else text
 
 
 def _str(value: Any) -> str | None:
