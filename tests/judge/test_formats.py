@@ -9,7 +9,6 @@ import pyarrow as pa
 from pipelines.formats import normalize_object
 from pipelines.judge import heuristics, state
 from pipelines.judge.events import event_rows
-from pipelines.judge.policy import load_policy
 from pipelines.judge.timeline import build_traces
 from pipelines.record.schema import AGENT_EVENTS
 from tests.formats.test_fmt_agent_logs import SOURCE, _flat_session, _lines, _session
