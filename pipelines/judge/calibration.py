@@ -30,7 +30,8 @@ def kappa(pairs: list[tuple[str, str]]) -> float | None:
     table = np.zeros((len(labels), len(labels)))
     for a, b in pairs:
         table[index[a], index[b]] += 1
-    value = float(cohens_kappa(table).kappa)
+    with np.errstate(invalid="ignore", divide="ignore"):  # perfect agreement: its z statistic divides by 0
+        value = float(cohens_kappa(table).kappa)
     return None if math.isnan(value) else value
 
 
