@@ -11,8 +11,8 @@ from datetime import UTC, date, datetime, timedelta
 import dagster as dg
 import polars as pl
 
+from assets.quality import quality_check
 from assets.reporting import merge_metadata, preview
-from pipelines import quality
 from pipelines.judge import day as judge_day
 from pipelines.judge import watch
 from pipelines.judge.alerts import Alert, slack_payload
@@ -292,29 +292,9 @@ def session_cost(
     )
 
 
-@dg.asset_check(
-    asset="agent_events",
-    name="agent_events_quality",
-    partitions_def=daily,
-    description="Great Expectations on the agent log: every llm.call has a calls row, every tool.invoke says "
-    "whether it succeeded, each session.end's total tokens equals the sum over its calls.",
-)
-def agent_events_quality(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dg.AssetCheckResult:
-    day = day_of(context)
-    events = warehouse.read("agent_events", pl.col("occurred_date") == day)
-    calls = warehouse.read("calls", _around(day), ["call_id"])
-    report = quality.validate("agent_events", events, {"calls": calls})
-    for failure in report.failures:
-        context.log.warning(f"agent_events {day}: {failure.rule} on {failure.column}: {failure.unexpected} rows")
-    return dg.AssetCheckResult(
-        passed=report.passed,
-        metadata={
-            "rows_checked": report.rows,
-            "rules": len(report.results),
-            "rules_failed": len(report.failures),
-            "results": dg.MetadataValue.md(report.markdown()),
-        },
-    )
+# Great Expectations on the agent log (pipelines/quality.py): every llm.call has a calls row, every
+# tool.invoke says whether it succeeded, each session.end's total tokens equals the sum over its calls
+agent_events_quality = quality_check("agent_events")
 
 
 checks = [semantic_error_rate, deep_sessions, session_cost, agent_events_quality]

@@ -53,52 +53,44 @@ def _next_turn(trace: Trace, after: Step) -> Step | None:
     return None
 
 
-def upstream_data_missing(trace: Trace, policy: Policy, _: ModelInfo) -> list[Finding]:
+def _tool_then_turn(trace: Trace, tool_matches, turn_says, error_class: str, confidence: float, what) -> list[Finding]:
+    """A tool step that matches, then the next model turn saying what it should not."""
     out = []
     for tool in trace.steps:
-        if tool.event_type != "tool.invoke" or tool.tool_success is False or not is_empty(tool.tool_result):
+        if tool.event_type != "tool.invoke" or not tool_matches(tool):
             continue
         turn = _next_turn(trace, tool)
-        if turn is not None and wording.states_data(turn.text):
-            out.append(
-                finding(
-                    trace,
-                    turn,
-                    "upstream_data_missing",
-                    "upstream_data_missing",
-                    "1",
-                    f"step {tool.step_index} ({tool.tool_called}) returned "
-                    f"{quote(canonical_json(tool.tool_result), 20)}; "
-                    f'step {turn.step_index} states: "{quote(turn.text)}"',
-                    confidence=0.8,
-                    cause=tool,
-                )
-            )
+        if turn is not None and turn_says(turn.text):
+            said = f'step {turn.step_index}: "{quote(turn.text)}"'
+            evidence = f"step {tool.step_index} ({tool.tool_called}) {what(tool)}; {said}"
+            out.append(finding(trace, turn, error_class, error_class, "1", evidence, confidence=confidence, cause=tool))
     return out
+
+
+def upstream_data_missing(trace: Trace, policy: Policy, _: ModelInfo) -> list[Finding]:
+    return _tool_then_turn(
+        trace,
+        lambda tool: tool.tool_success is not False and is_empty(tool.tool_result),
+        wording.states_data,
+        "upstream_data_missing",
+        0.8,
+        lambda tool: f"returned {quote(canonical_json(tool.tool_result), 20)}, the next turn states data",
+    )
 
 
 def tool_error_ignored(trace: Trace, policy: Policy, _: ModelInfo) -> list[Finding]:
-    out = []
-    for tool in trace.steps:
-        if tool.event_type != "tool.invoke" or tool.tool_success is not False:
-            continue
-        turn = _next_turn(trace, tool)
-        if turn is not None and wording.reports_success(turn.text):
-            why = tool.tool_error or (f"HTTP {tool.http_status}" if tool.http_status else "error")
-            out.append(
-                finding(
-                    trace,
-                    turn,
-                    "tool_error_ignored",
-                    "tool_error_ignored",
-                    "1",
-                    f"step {tool.step_index} ({tool.tool_called}) failed: {quote(why, 60)}; "
-                    f'step {turn.step_index} reports success: "{quote(turn.text)}"',
-                    confidence=0.85,
-                    cause=tool,
-                )
-            )
-    return out
+    return _tool_then_turn(
+        trace,
+        lambda tool: tool.tool_success is False,
+        wording.reports_success,
+        "tool_error_ignored",
+        0.85,
+        lambda tool: (
+            "failed: "
+            + quote(tool.tool_error or (f"HTTP {tool.http_status}" if tool.http_status else "error"), 60)
+            + ", the next turn reports success"
+        ),
+    )
 
 
 def loop(trace: Trace, policy: Policy, _: ModelInfo) -> list[Finding]:
