@@ -20,7 +20,7 @@ from pipelines.judge.prompts import PROMPTS, JudgePrompt, request_body
 from pipelines.judge.sampling import Selection, unit_hash
 from pipelines.judge.timeline import Trace
 from pipelines.judge.verdicts import Unreadable, parse_verdict
-from pipelines.llm.request import LLMRequest
+from pipelines.llm.request import BudgetExceeded, LLMRequest
 
 RETRY_OFFSET = 100  # sample index of the retry of an unreadable answer
 JUDGE_ERROR = "judge_error"
@@ -100,7 +100,12 @@ def judge(
     for attempt in (0, 1):
         if not pending:
             break
-        unreadable = _send(pending, policy, llm, warehouse, run_id, out, progress, final=attempt == 1)
+        try:
+            unreadable = _send(pending, policy, llm, warehouse, run_id, out, progress, final=attempt == 1)
+        except BudgetExceeded as e:
+            # nothing was sent: the heuristics and the validator still land, and the run says why
+            out.skipped = f"skipped: {e}"
+            return out
         pending = [Item(i.trace, i.prompt, i.sample_index + RETRY_OFFSET) for i in unreadable]
     return out
 

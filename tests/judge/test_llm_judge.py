@@ -113,3 +113,12 @@ def test_with_no_llm_the_judge_says_it_skipped(traces):
 
     run = judge([traces["clean0"]], _all_judged([traces["clean0"]]), POLICY, LLM(backend="off"), None, run_id="r")
     assert run.skipped and "no LLM configured" in run.skipped and run.findings == []
+
+
+def test_over_budget_the_judge_sends_nothing_and_says_why(traces, warehouse):
+    policy = POLICY.model_copy(update={"judge": POLICY.judge.model_copy(update={"budget_usd": 0.0000001})})
+    chosen = [traces["plain-upstream"]]
+    with running() as sim:
+        run = judge(chosen, _all_judged(chosen), policy, simulated_llm(sim), warehouse, run_id="r1")
+        assert [r for r in sim.log if r.route in ("messages", "batch_create")] == []
+    assert run.skipped.startswith("skipped: ") and "above the cap" in run.skipped and run.findings == []
