@@ -40,11 +40,11 @@ def _day_rows(warehouse: Warehouse, table: str, day) -> tuple[pl.DataFrame, dict
     return rows, {}
 
 
-def quality_check(table: str) -> dg.AssetChecksDefinition:
+def quality_check(table: str, blocking: bool = True) -> dg.AssetChecksDefinition:
     @dg.asset_check(
         asset=table,
         name=f"{table}_quality",
-        blocking=True,
+        blocking=blocking,
         partitions_def=daily,
         description=f"Great Expectations suite for one day of `{table}`: keys, hashes, times, counts.",
     )
