@@ -6,7 +6,7 @@ import dagster as dg
 
 from assets.retention import retention_sweep
 
-STAGES = ("ingest", "retention", "rot")
+STAGES = ("ingest", "retention", "rot", "judge")
 
 stage_jobs = {
     stage: dg.define_asset_job(

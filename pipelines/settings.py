@@ -12,6 +12,8 @@ LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
 ``api`` when ``ANTHROPIC_API_KEY`` is set, else ``off``);
 ``TRACELAKE_LLM_URL`` is the simulator's URL (``ANTHROPIC_BASE_URL`` for
 ``api``); ``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
+Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
+``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
+
 from pipelines.resources.candidates import CandidateRegistry
+from pipelines.resources.judge import AlertWebhook, JudgePolicy
 from pipelines.resources.llm import LLM
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
@@ -81,6 +86,8 @@ class Settings:
     llm_base_url: str | None = None
     llm_budget_usd: float | None = None
     candidates_uri: str = str(HOME / "candidates")
+    judge_policy: str | None = None
+    alert_webhook: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -102,6 +109,8 @@ class Settings:
             llm_base_url=_env("TRACELAKE_LLM_URL", _env("ANTHROPIC_BASE_URL")),
             llm_budget_usd=float(budget) if (budget := _env("TRACELAKE_LLM_BUDGET_USD")) else None,
             candidates_uri=_env("TRACELAKE_CANDIDATES", str(HOME / "candidates")),
+            judge_policy=_env("TRACELAKE_JUDGE_POLICY"),
+            alert_webhook=_env("TRACELAKE_ALERT_WEBHOOK") is not None,
         )
 
     def object_store(self) -> ObjectStore:
@@ -169,4 +178,7 @@ class Settings:
             **self.ingredient_stores(),
             "llm": self.llm(),
             "candidate_registry": self.candidate_registry(),
+            "judge_policy": JudgePolicy(path=self.judge_policy),
+            # the URL is a secret: an environment reference, resolved when a run starts
+            "alert_webhook": AlertWebhook(url=dg.EnvVar("TRACELAKE_ALERT_WEBHOOK") if self.alert_webhook else None),
         }

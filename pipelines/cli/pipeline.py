@@ -136,6 +136,9 @@ def demo(
     with _demo_llm(settings):
         run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
     tables()
+    from pipelines.cli.judge import show_rates
+
+    show_rates(last - timedelta(days=days - 1), last)
     out.print(
         "\nTry:\n"
         '  tracelake sql "SELECT service, count(*) AS calls, avg(latency_ms) AS avg_ms, '

@@ -462,6 +462,115 @@ REDACTION_AUDIT = pa.schema(
     ]
 )
 
+# Judge stage (pipelines/judge). agent_events: one row per event of any trace in the
+# structured agent-log shape (ids, numbers and flags only; text stays in calls/spans).
+AGENT_EVENTS = pa.schema(
+    [
+        ("ts", TS),
+        ("session_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("step_index", pa.int64()),
+        # session.start, llm.call, tool.invoke, agent.think, state.mutate, session.end
+        ("event_type", pa.string()),
+        ("agent_version", pa.string()),
+        ("model", pa.string()),
+        ("provider", pa.string()),
+        ("tokens_in", pa.int64()),
+        ("tokens_out", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("latency_ms", pa.float64()),
+        ("tool_called", pa.string()),
+        ("tool_success", pa.bool_()),
+        # the class the source itself logged for the step, if any (findings are in semantic_errors)
+        ("semantic_error", pa.string()),
+        ("user_tier", pa.string()),
+        ("feature_flag", pa.string()),
+        ("event_key", pa.string()),
+        ("event_id", pa.string()),
+        ("parent_event_id", pa.string()),
+        ("call_id", pa.string()),
+        ("source_format", pa.string()),
+        ("service", pa.string()),
+        ("status", pa.string()),
+        ("finish_reason", pa.string()),
+        ("http_status", pa.int64()),
+        # the step number the source wrote (null: it wrote none, step_index is the time order)
+        ("source_step_index", pa.int64()),
+        # session.end: the session's total tokens as the source reported them (checked against its calls)
+        ("session_total_tokens", pa.int64()),
+        ("occurred_date", pa.date32()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+# One finding per trace x class x detector x affected step.
+SEMANTIC_ERRORS = pa.schema(
+    [
+        ("finding_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("call_id", pa.string()),
+        ("event_key", pa.string()),
+        ("occurred_date", pa.date32()),
+        ("error_class", pa.string()),
+        # false for classes that are not errors (policy_refusal: an expected refusal)
+        ("is_error", pa.bool_()),
+        ("detector", pa.string()),
+        ("detector_version", pa.string()),
+        ("confidence", pa.float64()),
+        ("evidence", TEXT),
+        ("affected_step", pa.int64()),
+        ("cause_step", pa.int64()),
+        # probability the trace was judged with (1.0 for heuristics): weigh findings by 1/p
+        ("judged_with_probability", pa.float64()),
+        ("judge_prompt_sha256", pa.string()),
+        ("request_key", pa.string()),
+        ("simulated", pa.bool_()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+STATE_VIOLATIONS = pa.schema(
+    [
+        ("violation_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("event_key", pa.string()),
+        ("occurred_date", pa.date32()),
+        ("code", pa.string()),
+        ("step_index", pa.int64()),
+        ("detail", pa.string()),
+        ("first_in_trace", pa.bool_()),
+        ("validator_version", pa.string()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+JUDGE_CALIBRATION = pa.schema(
+    [
+        ("occurred_date", pa.date32()),
+        ("judge", pa.string()),
+        ("prompt_version", pa.string()),
+        ("prompt_sha256", pa.string()),
+        # self_agreement | human_feedback
+        ("check", pa.string()),
+        ("items", pa.int64()),
+        ("agreements", pa.int64()),
+        ("agreement_rate", pa.float64()),
+        ("kappa", pa.float64()),
+        ("judged", pa.int64()),
+        ("judge_errors", pa.int64()),
+        ("simulated", pa.bool_()),
+        ("computed_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+JUDGE_TABLES = {
+    "agent_events": (AGENT_EVENTS, ("event_key",), ("occurred_date",)),
+    "semantic_errors": (SEMANTIC_ERRORS, ("finding_id",), ("occurred_date",)),
+    "state_violations": (STATE_VIOLATIONS, ("violation_id",), ("occurred_date",)),
+    "judge_calibration": (JUDGE_CALIBRATION, ("occurred_date", "prompt_sha256", "check"), ("occurred_date",)),
+}
 # LLM ledger (pipelines/llm/ledger.py). One row per request the LLM resource sent,
 # keyed by the request's content address; what the provider returned, or the
 # terminal error. Never the request's content: its hash.
@@ -682,3 +791,8 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "llm_requests": ("sent_date",),
     "llm_batches": ("sent_date",),
 }
+
+# the judge stage's tables (declared above, in one block)
+TABLES.update({name: schema for name, (schema, _, _) in JUDGE_TABLES.items()})
+KEYS.update({name: keys for name, (_, keys, _) in JUDGE_TABLES.items()})
+PARTITIONS.update({name: parts for name, (_, _, parts) in JUDGE_TABLES.items()})
