@@ -1,0 +1,181 @@
+"""`tracelake find | show | diff | siblings | ablate | replay | promote`: debugging one bad trace.
+
+A thin shell over pipelines/debug: each command reads through the warehouse
+the settings build, calls one core function and prints its result.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from pipelines.cli.app import app, console, out
+
+
+def _warehouse():
+    from pipelines.settings import Settings
+
+    return Settings.from_env().warehouse()
+
+
+def _time(value: str, option: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(
+            f"{value!r} is not a time; use ISO 8601, e.g. 2026-11-29T14:32", param_hint=option
+        ) from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[red]error:[/red] {message}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _call_or_fail(warehouse, call_id: str) -> dict:
+    from pipelines.debug.tables import read_call
+
+    call = read_call(warehouse, call_id)
+    if call is None:
+        _fail(f"no call {call_id!r} in {warehouse.uri}; `tracelake find` or `tracelake show TRACE_ID` lists call ids")
+    return call
+
+
+@app.command("find")
+def find_command(
+    user_id: str = typer.Option(..., "--user-id", help="The user's id as the application logged it"),
+    start: str = typer.Option(..., "--from", help="Start time, ISO 8601 (UTC unless it says otherwise)"),
+    end: str = typer.Option(..., "--to", help="End time, ISO 8601 (exclusive)"),
+    service: str = typer.Option(None, "--service", help="Only this service (route)"),
+) -> None:
+    """The traces of one user in a time window, newest first, one line each."""
+    from pipelines.debug.find import find_traces, stored_user_ids
+
+    first, last = _time(start, "--from"), _time(end, "--to")
+    if last <= first:
+        raise typer.BadParameter(f"--to {end} is not after --from {start}", param_hint="--to")
+    found = find_traces(_warehouse(), stored_user_ids(user_id), first, last, service)
+    if found.is_empty():
+        console.print(f"no traces for that user between {first:%Y-%m-%d %H:%M} and {last:%Y-%m-%d %H:%M} UTC")
+        raise typer.Exit(0)
+    for row in found.iter_rows(named=True):
+        out.print(
+            f"{row['started_at']:%Y-%m-%d %H:%M:%S}  {row['trace_id']}  {row['service'] or '-':<16} "
+            f"{row['template_version'] or '-':<6} {row['model'] or '-':<28} {row['outcome'] or '-':<10} "
+            f"{row['feedback'] or '-'}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"{found.height} trace(s)")
+
+
+@app.command("show")
+def show_command(
+    trace_id: str = typer.Argument(..., metavar="TRACE_ID"),
+    html: bool = typer.Option(False, "--html", help="Write a self-contained HTML report instead"),
+    output: str = typer.Option(None, "-o", "--output", help="The HTML file to write (with --html)"),
+) -> None:
+    """A trace step by step: calls, tools, retrievals, state changes, and the judge's findings."""
+    from pipelines.debug.tables import read_trace
+    from pipelines.debug.timeline import build_timeline
+
+    warehouse = _warehouse()
+    record = read_trace(warehouse, trace_id)
+    if record is None:
+        _fail(f"no trace {trace_id!r} in {warehouse.uri}; `tracelake find --user-id ...` lists a user's traces")
+    timeline = build_timeline(record)
+    if html:
+        from pipelines.debug.report_html import render_html
+
+        target = Path(output or f"trace-{trace_id}.html")
+        target.write_text(render_html(timeline), encoding="utf-8")
+        console.print(f"wrote {target} ({target.stat().st_size} bytes, no script, no external requests)")
+        return
+    from pipelines.debug.terminal import render_timeline
+
+    for renderable in render_timeline(timeline):
+        out.print(renderable, highlight=False)
+
+
+@app.command("diff")
+def diff_command(
+    a: str = typer.Argument(..., metavar="A", help="A trace id or a call id"),
+    b: str = typer.Argument(..., metavar="B", help="Another of the same kind"),
+) -> None:
+    """Two traces: the first step whose decisions differ. Two calls: their requests, block by block."""
+    from pipelines.debug.diff import diff_calls, diff_traces
+    from pipelines.debug.tables import read_call, read_trace
+    from pipelines.debug.timeline import build_timeline
+
+    warehouse = _warehouse()
+    call_a, call_b = read_call(warehouse, a), read_call(warehouse, b)
+    if call_a is not None and call_b is not None:
+        table = Table("block", "A", "B", "tokens A", "tokens B", title="request blocks (canonical, sorted keys)")
+        changed = diff_calls(call_a, call_b)
+        for block in changed:
+            status = {"same": "same", "changed": "[yellow]changed[/]", "only_a": "only A", "only_b": "only B"}
+            table.add_row(
+                block.block,
+                status[block.status] if block.status != "only_b" else "-",
+                status[block.status] if block.status != "only_a" else "-",
+                str(block.tokens_a if block.tokens_a is not None else "-"),
+                str(block.tokens_b if block.tokens_b is not None else "-"),
+            )
+        out.print(table)
+        for block in changed:
+            if block.lines:
+                out.print(Text("\n".join(block.lines)), highlight=False)
+        return
+    record_a, record_b = read_trace(warehouse, a), read_trace(warehouse, b)
+    if record_a is None or record_b is None:
+        missing = a if (record_a is None and call_a is None) else b
+        _fail(f"{missing!r} is neither a call nor a trace in {warehouse.uri}; give two call ids or two trace ids")
+    divergence = diff_traces(build_timeline(record_a), build_timeline(record_b))
+    if divergence is None:
+        out.print("the two traces make the same decisions at every step")
+        return
+    sa, sb = divergence.step_a, divergence.step_b
+    out.print(
+        f"first divergence after {divergence.common_steps} identical step(s): "
+        f"A step {sa.number if sa else '-'} ({sa.title if sa else 'ended'}) vs "
+        f"B step {sb.number if sb else '-'} ({sb.title if sb else 'ended'})",
+        highlight=False,
+    )
+    for label, items in (("only A", divergence.only_a), ("only B", divergence.only_b)):
+        for item in items:
+            out.print(Text(f"  {label}: {item}"), highlight=False)
+
+
+@app.command("siblings")
+def siblings_command(
+    call_id: str = typer.Argument(..., metavar="CALL_ID"),
+    limit: int = typer.Option(5, help="How many siblings to list"),
+) -> None:
+    """Known-good calls like this one, fewest differences first; the differences of the best one."""
+    from pipelines.debug.siblings import find_siblings
+
+    warehouse = _warehouse()
+    bad = _call_or_fail(warehouse, call_id)
+    found = find_siblings(warehouse, bad, limit=limit)
+    if not found:
+        _fail(
+            f"no known-good sibling of {call_id[:16]}: no ok call of {bad.get('service')} "
+            f"{bad.get('template_version') or '(no template version)'} with the same tools and input tokens "
+            "within 20% in the 15 days around it"
+        )
+    table = Table(title=f"known-good siblings of {call_id[:16]}")
+    table.add_column("call", overflow="fold")
+    for name in ("day", "differences", "input tokens"):
+        table.add_column(name)
+    for s in found:
+        table.add_row(s.call["call_id"], str(s.call["occurred_date"]), str(len(s.differences)), f"{s.token_delta:+.0%}")
+    out.print(table)
+    best = found[0]
+    out.print(f"best sibling {best.call['call_id']}: {len(best.differences)} difference(s)", highlight=False)
+    for d in best.differences:
+        out.print(Text(f"  {d.number:>2}. {d.label}"), highlight=False)
