@@ -105,8 +105,8 @@ def diff_calls(a: dict[str, Any], b: dict[str, Any], context: int = 1) -> list[B
             difflib.unified_diff(
                 block_lines(blocks_a.get(name)),
                 block_lines(blocks_b.get(name)),
-                fromfile=f"{name} (A)",
-                tofile=f"{name} (B)",
+                fromfile=f"{name} (A)" if in_a else f"{name} (not in A)",
+                tofile=f"{name} (B)" if in_b else f"{name} (not in B)",
                 n=context,
                 lineterm="",
             )
