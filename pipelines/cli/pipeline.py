@@ -87,9 +87,16 @@ def demo(
     seed: int = typer.Option(7, help="Random seed"),
 ) -> None:
     """Generate demo traces, run the nightly job on each day, and show what was produced."""
+    from pipelines.cli.replay import run_replay_stage
+    from pipelines.demo.registry import install
+    from pipelines.settings import Settings
+
     last = _yesterday()
+    first = last - timedelta(days=days - 1)
     demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
-    run(stage="nightly", day=(last - timedelta(days=days - 1)).isoformat(), to=last.isoformat())
+    run(stage="nightly", day=first.isoformat(), to=last.isoformat())
+    settings = Settings.from_env()
+    run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
     tables()
     out.print(
         "\nTry:\n"
@@ -97,6 +104,7 @@ def demo(
         'sum(usage.cost_usd) AS usd FROM calls GROUP BY service"\n'
         '  tracelake sql "SELECT status, count(*) AS calls FROM rot_checks GROUP BY status"\n'
         "  tracelake rot CALL_ID      (why a call's request no longer re-renders)\n"
+        "  tracelake replay-report --candidate support-answer-v4   (per-segment replay summary + plot)\n"
         "  make ui                    (the Dagster UI)",
         soft_wrap=True,
     )
@@ -117,6 +125,11 @@ def run(
         raise typer.BadParameter(f"unknown stage {stage!r}; choose one of: {', '.join(names)}")
     first = date.fromisoformat(day) if day else _yesterday()
     days = _days(first, date.fromisoformat(to) if to else first)
+    if stage == "replay":  # candidate x day: every active candidate in the registry
+        from pipelines.cli.replay import run_replay_stage
+
+        run_replay_stage(days[0], days[-1])
+        return
     job = build().resolve_job_def(stage)  # resources from the environment as it is now
     instance = _instance()
     failed = []

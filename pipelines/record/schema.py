@@ -593,6 +593,109 @@ LLM_BATCHES = pa.schema(
     ]
 )
 
+# One row per replay: call x candidate x mode x sample (a state replay: x step).
+# "old" is what the new answer is compared with: the recorded answer, or for a
+# diff replay the baseline replay of the recorded request sent beside it.
+REPLAYS = pa.schema(
+    [
+        ("replay_id", pa.string()),
+        ("candidate", pa.string()),
+        ("candidate_revision", pa.int64()),
+        ("day", pa.date32()),
+        ("call_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("service", pa.string()),
+        # capture | pinned | class_rate | diff | state
+        ("mode", pa.string()),
+        ("sample_index", pa.int64()),
+        ("step", pa.int64()),
+        # exact | approximate | ineligible, and why (rotted components, redaction, missing capture items)
+        ("fidelity", pa.string()),
+        ("fidelity_reasons", pa.list_(pa.string())),
+        ("segment", pa.map_(pa.string(), pa.string())),
+        ("segment_key", pa.string()),
+        ("language", pa.string()),
+        ("inclusion_probability", pa.float64()),
+        ("recorded_request_sha256", pa.string()),
+        ("request_sha256", pa.string()),
+        ("request_key", pa.string()),
+        ("baseline_request_key", pa.string()),
+        # recorded | baseline
+        ("old_source", pa.string()),
+        ("old_output", TEXT),
+        ("new_output", TEXT),
+        ("old_finish_reason", pa.string()),
+        ("new_finish_reason", pa.string()),
+        ("old_tool_calls_json", JSON),
+        ("new_tool_calls_json", JSON),
+        ("old_model", pa.string()),
+        ("new_model", pa.string()),
+        # capture/pinned: what moved against the recorded call (output_text, finish_reason, tool_calls, response_model)
+        ("divergence", pa.list_(pa.string())),
+        # the LLM result's status (succeeded, errored, expired, ...) or not_sent
+        ("status", pa.string()),
+        ("error", TEXT),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("cache_read_input_tokens", pa.int64()),
+        ("cache_write_input_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        # improved | regressed | same | inconclusive, and the signal or judge that decided it
+        ("verdict", pa.string()),
+        ("decided_by", pa.string()),
+        # class_rate: this sample reproduced the failure; the call's share with its Wilson 95% interval
+        ("reproduced", pa.bool_()),
+        ("class_rate", pa.float64()),
+        ("class_rate_low", pa.float64()),
+        ("class_rate_high", pa.float64()),
+        # state: why the session stopped (finished, step_limit, no_recorded_result:<tool>, error)
+        ("stop_reason", pa.string()),
+        ("simulated", pa.bool_()),
+        ("run_id", pa.string()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+# candidate x day x mode x fidelity x segment ("all": reweighted by inverse inclusion probability)
+REPLAY_SUMMARY = pa.schema(
+    [
+        ("candidate", pa.string()),
+        ("day", pa.date32()),
+        ("mode", pa.string()),
+        ("fidelity", pa.string()),
+        ("segment_key", pa.string()),
+        ("service", pa.string()),
+        ("language", pa.string()),
+        ("user_tier", pa.string()),
+        ("length", pa.string()),
+        ("n", pa.int64()),
+        ("weight", pa.float64()),
+        ("effective_n", pa.float64()),
+        ("improved", pa.int64()),
+        ("regressed", pa.int64()),
+        ("same", pa.int64()),
+        ("inconclusive", pa.int64()),
+        *[(f"{v}_{s}", pa.float64()) for v in ("improved", "regressed", "same") for s in ("share", "low", "high")],
+        ("delta", pa.float64()),
+        ("delta_low", pa.float64()),
+        ("delta_high", pa.float64()),
+        ("sign_test_p", pa.float64()),
+        ("bh_p", pa.float64()),
+        ("significant_regression", pa.bool_()),
+        ("significant_improvement", pa.bool_()),
+        ("aggregate_improves", pa.bool_()),
+        # the aggregate improves while a segment significantly regresses
+        ("hides_regression", pa.bool_()),
+        ("regressed_segments", pa.list_(pa.string())),
+        ("cost_usd", pa.float64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("simulated", pa.bool_()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "calls": CALLS,
     "spans": SPANS,
@@ -606,6 +709,8 @@ TABLES: dict[str, pa.Schema] = {
     "redaction_audit": REDACTION_AUDIT,
     "ablations": ABLATIONS,
     "regression_cases": REGRESSION_CASES,
+    "replays": REPLAYS,
+    "replay_summary": REPLAY_SUMMARY,
     "llm_requests": LLM_REQUESTS,
     "llm_batches": LLM_BATCHES,
 }
@@ -624,6 +729,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "redaction_audit": ("call_id",),
     "ablations": ("ablation_id",),
     "regression_cases": ("case_id",),
+    "replays": ("replay_id",),
+    "replay_summary": ("candidate", "day", "mode", "fidelity", "segment_key"),
     "llm_requests": ("request_key",),
     "llm_batches": ("batch_id",),
 }
@@ -640,6 +747,8 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "redaction_audit": ("occurred_date",),
     "ablations": (),
     "regression_cases": (),
+    "replays": ("candidate", "day"),
+    "replay_summary": ("candidate", "day"),
     "llm_requests": ("sent_date",),
     "llm_batches": ("sent_date",),
 }
