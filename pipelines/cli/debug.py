@@ -179,3 +179,198 @@ def siblings_command(
     out.print(f"best sibling {best.call['call_id']}: {len(best.differences)} difference(s)", highlight=False)
     for d in best.differences:
         out.print(Text(f"  {d.number:>2}. {d.label}"), highlight=False)
+
+
+def _llm_or_fail(settings):
+    llm = settings.llm()
+    if not llm.available():
+        _fail(
+            "no LLM configured: set ANTHROPIC_API_KEY, or TRACELAKE_LLM=simulator with TRACELAKE_LLM_URL "
+            "(`tracelake simulate-llm` starts one)",
+            code=2,
+        )
+    return llm
+
+
+def _send(settings, requests, *, run_id: str, batch: bool, budget_usd: float | None, what: str):
+    """Send through the LLM resource with a progress bar; prints what it cost."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from pipelines.debug.sampling import send
+    from pipelines.llm.request import BudgetExceeded
+
+    llm = _llm_or_fail(settings)
+    warehouse = settings.warehouse()
+    with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), console=console) as progress:
+        task = progress.add_task(what, total=len(requests))
+        try:
+            sent = send(
+                llm,
+                warehouse,
+                requests,
+                run_id=run_id,
+                batch=batch,
+                budget_usd=budget_usd,
+                progress=lambda done, total: progress.update(task, completed=done, total=total),
+            )
+        except BudgetExceeded as e:
+            _fail(str(e), code=3)
+    label = " (simulated: tracelake's simulator, not a model)" if sent.simulated else ""
+    console.print(f"LLM: {sent.sent} request(s) sent, {sent.reused} found stored, ${sent.cost_usd:.4f}{label}")
+    return sent
+
+
+def _run_id(prefix: str) -> str:
+    return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
+
+
+@app.command("ablate")
+def ablate_command(
+    bad_id: str = typer.Argument(..., metavar="BAD", help="The bad call's id"),
+    good_id: str = typer.Option(..., "--against", metavar="GOOD", help="A known-good sibling (`tracelake siblings`)"),
+    n: int = typer.Option(10, "--n", min=1, max=200, help="Samples per variant, at the bad call's own settings"),
+    neutral: bool = typer.Option(False, help="Reverse retrieved documents with a neutral passage, not the sibling's"),
+    batch: bool = typer.Option(False, help="Send as Message Batches (cheaper, slower)"),
+    budget_usd: float = typer.Option(None, "--budget-usd", help="Refuse to send above this estimated cost"),
+) -> None:
+    """Reverse one difference at a time (and introduce it into the good call): which one makes it fail?"""
+    from pipelines.debug.ablation import ablation_rows, effects, outcomes, symptom_and_test, variants
+    from pipelines.debug.sampling import sample_requests
+    from pipelines.debug.siblings import differences
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env()
+    warehouse = settings.warehouse()
+    bad, good = _call_or_fail(warehouse, bad_id), _call_or_fail(warehouse, good_id)
+    for call in (bad, good):
+        if not call.get("request_json"):
+            _fail(
+                f"call {call['call_id']} has no frozen request to replay (capture_missing: {call['capture_missing']})"
+            )
+    found = differences(bad, good)
+    if not found:
+        _fail("the two calls' requests do not differ: nothing to ablate")
+    symptom, failed = symptom_and_test(bad)
+    planned = variants(bad, good, found, neutral=neutral)
+    requests = sample_requests(
+        (v.body for v in planned), n, purpose="ablation", mode="ablation", call_id=bad["call_id"]
+    )
+    console.print(f"{len(found)} difference(s), {len(planned)} variants x {n} samples; failure = {symptom}")
+    run_id = _run_id("ablate")
+    sent = _send(settings, requests, run_id=run_id, batch=batch, budget_usd=budget_usd, what="ablating")
+    results = outcomes(planned, sent.answers, failed)
+    bad0, good0, ranked = effects(results)
+
+    def rate(o) -> str:
+        return f"{o.failures}/{o.samples} {o.failure_rate:.0%} [{o.ci_low:.0%}, {o.ci_high:.0%}]"
+
+    table = Table(title=f"failure rate ({symptom}) per variant, Wilson 95% intervals")
+    table.add_column("#", justify="right")
+    table.add_column("difference", overflow="fold")
+    table.add_column("bad, this reversed")
+    table.add_column("good, this introduced")
+    table.add_column("effect", justify="right")
+    table.add_row("0", "as recorded", rate(bad0), rate(good0), "")
+    for e in sorted(ranked, key=lambda e: e.difference_index):
+        table.add_row(
+            str(e.difference_index),
+            e.difference,
+            rate(e.reversed_in_bad),
+            rate(e.introduced_in_good),
+            f"{e.effect:+.2f}",
+        )
+    out.print(table)
+    top = ranked[0]
+    if top.effect <= 0:
+        out.print("cause: none found: no single difference changes the failure rate", highlight=False)
+    else:
+        out.print(
+            Text(
+                f"cause: #{top.difference_index} {top.difference}: reversing it takes the failure rate from "
+                f"{bad0.failure_rate:.0%} to {top.reversed_in_bad.failure_rate:.0%}; introducing it into the good "
+                f"call takes it from {good0.failure_rate:.0%} to {top.introduced_in_good.failure_rate:.0%}"
+            ),
+            highlight=False,
+        )
+    rows = ablation_rows(bad, good, results, symptom, run_id=run_id, now=datetime.now(UTC))
+    merged = warehouse.merge("ablations", rows)
+    console.print(f"ablations: {len(rows)} row(s) ({merged.inserted} new, version {merged.version})")
+
+
+def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
+    """`tracelake replay CALL_ID`: see pipelines/debug/replay_call.py."""
+    from pipelines.debug.replay_call import compare_samples, plan_replay
+    from pipelines.debug.sampling import sample_requests
+    from pipelines.debug.tables import latest_rot_check
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env()
+    warehouse = settings.warehouse()
+    call = _call_or_fail(warehouse, call_id)
+    plan = plan_replay(
+        call, latest_rot_check(warehouse, call_id), pin=pinned, samples=n, redaction_mode=settings.redaction_mode
+    )
+    reasons = f" ({', '.join(plan.fidelity.reasons)})" if plan.fidelity.reasons else ""
+    out.print(f"fidelity: {plan.fidelity.level}{reasons}", highlight=False)
+    if plan.body is None:
+        _fail(f"call {call_id[:16]} cannot be replayed: its record lacks {', '.join(plan.fidelity.reasons)}")
+    requests = sample_requests([plan.body], n, purpose="debug", mode=plan.mode, call_id=call_id)
+    sent = _send(settings, requests, run_id=_run_id("replay"), batch=False, budget_usd=None, what="replaying")
+    answers = next(iter(sent.answers.values()), [])
+    symptom, samples = compare_samples(call, answers)
+    out.print(
+        f"mode {plan.mode}, temperature {plan.body.get('temperature', 'default')}; recorded finish "
+        f"{call.get('finish_reason')}; symptom {symptom}",
+        highlight=False,
+    )
+    table = Table("sample", "finish", "moved from the original", "shows the symptom", "answer")
+    table.columns[-1].overflow = "fold"
+    for s in samples:
+        text = (s.answer.text or s.answer.error or "")[:160]
+        moved = ", ".join(s.moved) or ("nothing" if s.answer.ok else "no answer")
+        table.add_row(
+            str(s.index), s.answer.finish_reason or s.answer.status, moved, "yes" if s.shows_symptom else "no", text
+        )
+    out.print(table)
+    shown = sum(s.shows_symptom for s in samples)
+    out.print(f"reproduced the symptom in {shown} of {len(samples)} sample(s)", highlight=False)
+
+
+@app.command("promote")
+def promote_command(
+    call_id: str = typer.Argument(..., metavar="CALL_ID"),
+    dataset: str = typer.Option(..., "--dataset", help="The regression dataset (lowercase slug)"),
+    note: str = typer.Option(..., "--note", help="What is wrong with this call, for whoever reads the case"),
+) -> None:
+    """Keep a reproduced bug as a regression case: frozen request, bad output, note, provenance."""
+    import getpass
+
+    from pipelines.debug.promote import case_row
+    from pipelines.debug.replay_call import plan_replay
+    from pipelines.debug.tables import latest_rot_check
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env()
+    warehouse = settings.warehouse()
+    call = _call_or_fail(warehouse, call_id)
+    fidelity = plan_replay(
+        call, latest_rot_check(warehouse, call_id), pin=False, samples=1, redaction_mode=settings.redaction_mode
+    ).fidelity
+    try:
+        row = case_row(
+            call,
+            dataset,
+            note,
+            replay_fidelity=fidelity.level,
+            promoted_by=getpass.getuser(),
+            now=datetime.now(UTC),
+        )
+    except ValueError as e:
+        _fail(str(e), code=2)
+    merged = warehouse.merge("regression_cases", [row])
+    state = "new" if merged.inserted else ("updated" if merged.updated else "unchanged")
+    out.print(
+        f"case {row['case_id'][:16]} in dataset {dataset} ({state}): symptom {row['symptom']}, "
+        f"replay fidelity {fidelity.level}, from {row['source_uri']} line {row['source_line']}",
+        highlight=False,
+    )

@@ -470,7 +470,9 @@ ABLATIONS = pa.schema(
         ("ablation_id", pa.string()),
         ("bad_call_id", pa.string()),
         ("good_call_id", pa.string()),
-        # 0 for the bad request as recorded (the baseline), else the difference's number in `tracelake siblings`
+        # bad: the bad request with the difference reversed; good: the good request with the bad call's value
+        ("applied_to", pa.string()),
+        # 0 for the request as recorded (the baseline), else the difference's number in `tracelake siblings`
         ("difference_index", pa.int64()),
         # the difference, named by block and ingredient (never a value from the call)
         ("difference", pa.string()),
