@@ -63,14 +63,14 @@ def find_command(
     if found.is_empty():
         console.print(f"no traces for that user between {first:%Y-%m-%d %H:%M} and {last:%Y-%m-%d %H:%M} UTC")
         raise typer.Exit(0)
-    for row in found.iter_rows(named=True):
-        out.print(
-            f"{row['started_at']:%Y-%m-%d %H:%M:%S}  {row['trace_id']}  {row['service'] or '-':<16} "
-            f"{row['template_version'] or '-':<6} {row['model'] or '-':<28} {row['outcome'] or '-':<10} "
-            f"{row['feedback'] or '-'}",
-            highlight=False,
-            soft_wrap=True,
-        )
+    # plain lines, one write: a busy user can have thousands of traces in a day
+    lines = [
+        f"{row['started_at']:%Y-%m-%d %H:%M:%S}  {row['trace_id']}  {row['service'] or '-':<16} "
+        f"{row['template_version'] or '-':<6} {row['model'] or '-':<28} {row['outcome'] or '-':<10} "
+        f"{row['feedback'] or '-'}"
+        for row in found.iter_rows(named=True)
+    ]
+    typer.echo("\n".join(lines))
     console.print(f"{found.height} trace(s)")
 
 

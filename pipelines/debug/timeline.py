@@ -196,24 +196,27 @@ def _order(span: dict[str, Any]) -> tuple:
 
 
 def _step_of(row: dict[str, Any]) -> int | None:
-    for key in ("step_index", "affected_step", "step"):
+    for key in ("step_index", "affected_step"):
         if row.get(key) is not None:
             return int(row[key])
     return None
 
 
 def _finding_text(row: dict[str, Any]) -> str:
-    kind = row.get("error_class") or row.get("class") or row.get("code") or row.get("finding_class") or "finding"
-    detector = row.get("detector")
-    version = row.get("detector_version")
+    """One judge finding or state violation (the judge stage's columns, issue 11)."""
+    kind = row.get("error_class") or row.get("code") or "finding"
+    detector, version = row.get("detector"), row.get("detector_version") or row.get("validator_version")
     by = f" by {detector}{'@' + str(version) if version else ''}" if detector else ""
     confidence = f" confidence {row['confidence']:.2f}" if isinstance(row.get("confidence"), float) else ""
-    evidence = row.get("evidence") or row.get("detail") or row.get("message") or ""
-    return f"{kind}{by}{confidence}" + (f": {evidence}" if evidence else "")
+    cause = row.get("cause_step")
+    caused = f" (caused at step {cause})" if cause is not None and cause != row.get("affected_step") else ""
+    expected = " (expected, not an error)" if row.get("is_error") is False else ""
+    evidence = row.get("evidence") or row.get("detail") or ""
+    return f"{kind}{by}{confidence}{caused}{expected}" + (f": {evidence}" if evidence else "")
 
 
 def _is_first(row: dict[str, Any]) -> bool:
-    return bool(row.get("is_first") or row.get("first") or row.get("first_violation"))
+    return bool(row.get("first_in_trace") or row.get("is_first"))
 
 
 def build_timeline(record: dict[str, Any]) -> Timeline:

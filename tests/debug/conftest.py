@@ -172,17 +172,21 @@ def _plant_twin(source: Path) -> str:
 
 
 def _write_findings(warehouse_uri: str, trace_id: str) -> None:
-    """The judge's two tables, one violation and one finding for ``trace_id`` (issue 11's columns)."""
+    """The judge stage's two tables (branch judge's schema.py columns), one
+    violation pair and one finding for ``trace_id``."""
     violations = pa.table(
         {
             "violation_id": ["v1", "v2"],
             "trace_id": [trace_id, trace_id],
             "session_id": ["s", "s"],
-            "step_index": [4, 6],
-            "code": ["result_without_call", "results_out_of_order"],
-            "detail": ["tool result with no matching tool_use id", "second result out of order"],
-            "is_first": [True, False],
+            "event_key": ["e4", "e6"],
             "occurred_date": [DAY, DAY],
+            "code": ["result_without_call", "results_out_of_order"],
+            "step_index": [4, 6],
+            "detail": ["tool result with no matching tool_use id", "second result out of order"],
+            "first_in_trace": [True, False],
+            "validator_version": ["1", "1"],
+            "record_sha256": ["a", "b"],
         }
     )
     errors = pa.table(
@@ -191,14 +195,21 @@ def _write_findings(warehouse_uri: str, trace_id: str) -> None:
             "trace_id": [trace_id],
             "session_id": ["s"],
             "call_id": ["c"],
+            "event_key": ["e7"],
+            "occurred_date": [DAY],
             "error_class": ["upstream_data_missing"],
+            "is_error": [True],
             "detector": ["empty_tool_result_then_claim"],
             "detector_version": ["1"],
             "confidence": [0.9],
             "evidence": ["the lookup returned nothing and the answer cites an order total"],
             "affected_step": [7],
-            "judged_probability": [1.0],
-            "occurred_date": [DAY],
+            "cause_step": [2],
+            "judged_with_probability": [1.0],
+            "judge_prompt_sha256": pa.array([None], pa.string()),
+            "request_key": pa.array([None], pa.string()),
+            "simulated": [False],
+            "record_sha256": ["c"],
         }
     )
     write_deltalake(f"{warehouse_uri}/state_violations", violations)

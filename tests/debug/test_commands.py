@@ -68,7 +68,8 @@ def test_show_an_agent_session_marks_the_first_violation_and_findings(run, demo_
     assert sum("<<< FIRST VIOLATION" in line for line in lines) == 1
     assert "state violation: result_without_call" in output
     assert "state violation: results_out_of_order" in output
-    assert "semantic error: upstream_data_missing by empty_tool_result_then_claim@1 confidence 0.90" in output
+    step7 = output[output.index("step  7") :]
+    assert "semantic error: upstream_data_missing by empty_tool_result_then_claim@1 confidence 0.90 (caused at" in step7
     assert "tool call  lookup_order" in output and "arguments:" in output and "result:" in output
     assert "session end" in output
     assert "error: no trace 'nope'" in run("show", "nope", code=1)
