@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from pipelines.simulator.sse import stream_events
+
 SNAPSHOT = "claude-sonnet-4-5-20250929"
 _ids = itertools.count(1)
 
@@ -196,41 +198,3 @@ class MessagesAPI:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
-
-
-def stream_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
-    """The server-sent events that stream ``reply``, as the Messages API sends them."""
-    usage_ = dict(reply.get("usage") or {})
-    start = {
-        **reply,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {**usage_, "output_tokens": 1},
-    }
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
-    for index, block in enumerate(reply.get("content") or []):
-        if block["type"] == "text":
-            events.append(
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
-            )
-            text = block["text"]
-            for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
-                delta = {"type": "text_delta", "text": piece}
-                events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        elif block["type"] == "tool_use":
-            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-            events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        else:
-            events.append({"type": "content_block_start", "index": index, "content_block": block})
-        events.append({"type": "content_block_stop", "index": index})
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": reply.get("stop_reason"), "stop_sequence": reply.get("stop_sequence")},
-            "usage": {"output_tokens": usage_.get("output_tokens", 0)},
-        }
-    )
-    events.append({"type": "message_stop"})
-    return events

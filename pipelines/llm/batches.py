@@ -41,6 +41,7 @@ class _Pending:
     sent_at: datetime | None = None
     last_error: tuple[str, str] | None = None  # (status, message) of the last retryable failure
     simulated: bool = False
+    batch_id: str | None = None  # the last batch it was in
 
 
 @dataclass
@@ -145,6 +146,7 @@ class BatchSender:
                 yield outcome
         for key, entry in entries.items():
             if key not in seen:  # a result the batch never listed: submit it again
+                entry.batch_id = batch_id
                 entry.last_error = ("errored", f"batch {batch_id} returned no result for this request")
                 retry[key] = entry
         # every result is in the ledger before the batch is marked ended
@@ -159,6 +161,7 @@ class BatchSender:
         kind = result.get("type")
         request = entry.request
         entry.simulated = simulated
+        entry.batch_id = batch_id
         if kind == "succeeded":
             done = succeeded(
                 request, result["message"], attempts=entry.submissions, simulated=simulated, batch_id=batch_id
@@ -175,9 +178,10 @@ class BatchSender:
                     entry.dropped |= {refused}
                     entry.submissions -= 1  # a refused parameter does not count against the retry rounds
                     return None
-                return self._sent(
-                    entry, failed(request, "errored", text, attempts=entry.submissions, simulated=simulated)
+                result = failed(
+                    request, "errored", text, attempts=entry.submissions, simulated=simulated, batch_id=batch_id
                 )
+                return self._sent(entry, result)
             entry.last_error = ("errored", text)
             return None
         if kind == "expired":
@@ -199,7 +203,9 @@ class BatchSender:
     def _give_up(self, entry: _Pending) -> Sent:
         status, message = entry.last_error or ("errored", "no result")
         text = f"{message} (after {entry.submissions} batch submissions)"
-        result = failed(entry.request, status, text, attempts=entry.submissions, simulated=entry.simulated)
+        result = failed(
+            entry.request, status, text, attempts=entry.submissions, simulated=entry.simulated, batch_id=entry.batch_id
+        )
         return self._sent(entry, result)
 
     def _sent(self, entry: _Pending, result: Any) -> Sent:

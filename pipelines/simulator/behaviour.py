@@ -23,9 +23,14 @@ Support answers (a system prompt from template ``support-answer``: it says
       of the time, Portuguese otherwise;
     - a system prompt containing ``CANDIDATE_MARKER`` (demo candidate
       ``support-answer-v4``) answers Portuguese in Portuguese every time, but
-      for a LONG English input (more than ``LONG_INPUT_TOKENS`` input tokens,
-      as ``count_tokens`` counts them) it stops after a few words with
-      ``stop_reason: max_tokens``;
+      for a LONG English input it stops after a few words with
+      ``stop_reason: max_tokens``. Long means more than ``LONG_INPUT_TOKENS``
+      (76) input tokens, counted as ``count_tokens`` counts them, over the part
+      of the request that is input rather than instructions: the customer's
+      turns plus the retrieved ``<document>`` texts. (Counting the whole
+      request would make "long" depend on how a candidate words its template.)
+      The demo's English support calls have 69-94 such tokens, median 76: at 76,
+      about 44% of them are long;
     - model ``FIXED_MODEL`` (``claude-sonnet-4-6-20261015``, demo candidate
       ``sonnet-next``) answers in the customer's language always and never
       truncates.
@@ -79,10 +84,9 @@ from typing import Any
 CANDIDATE_MARKER = "Always answer in the customer's own language, in at most 80 words."
 FIXED_MODEL = "claude-sonnet-4-6-20261015"
 BASELINE_WRONG_LANGUAGE = 0.40
-# Input tokens above which an English support request counts as long. The demo's
-# English support.answer calls are 118-200 tokens (median ~150) by this count;
-# at 150, about 45% of them are long.
-LONG_INPUT_TOKENS = 150
+# Input tokens (customer turns + documents, see ``long_input``) above which an English
+# support request is long: about 44% of the demo's English support.answer calls.
+LONG_INPUT_TOKENS = 76
 CHARS_PER_TOKEN = 4
 PER_MESSAGE_TOKENS = 3
 JUDGE_TOOLS = ("record_verdict", "record_finding")
@@ -156,6 +160,12 @@ def input_tokens(body: dict[str, Any]) -> int:
     )
 
 
+def long_input(body: dict[str, Any]) -> bool:
+    """Whether a support request's input (customer turns + documents) is above ``LONG_INPUT_TOKENS``."""
+    documents = _DOCUMENT.findall(text_of(body.get("system")))
+    return tokens(_customer_text(body)) + sum(tokens(text) for _, text in documents) > LONG_INPUT_TOKENS
+
+
 def language(text: str) -> str:
     """'pt-BR' or 'en' (see module docstring)."""
     words = [w.lower() for w in _WORD.findall(text)]
@@ -217,7 +227,7 @@ def _support(body: dict[str, Any], system: str, lang: str, model: str, rng: rand
     if model.startswith(FIXED_MODEL):
         reply_lang, truncate = lang, False
     elif CANDIDATE_MARKER in system:
-        reply_lang, truncate = lang, lang == "en" and input_tokens(body) > LONG_INPUT_TOKENS
+        reply_lang, truncate = lang, lang == "en" and long_input(body)
     else:
         wrong = lang == "pt-BR" and rng.random() < BASELINE_WRONG_LANGUAGE
         reply_lang, truncate = ("en" if wrong else lang), False

@@ -42,16 +42,19 @@ class Faults:
     def __post_init__(self) -> None:
         self._rng = random.Random(f"faults:{self.seed}")
 
-    def http_error(self) -> int | None:
-        """The status to fail this request with, or None."""
-        with self._lock:
-            if self.rate and self._rng.random() < self.rate:
-                return self._rng.choice(self.statuses)
-        return None
+    def decide(self, route: str) -> str | None:
+        """This request's fault: "429", "529", "500", "timeout" (Messages only) or None.
 
-    def timeout(self) -> bool:
+        One draw sequence under one lock, so a seed gives the same faults to the
+        n-th request whatever order concurrent requests arrive in.
+        """
         with self._lock:
-            return bool(self.timeout_rate) and self._rng.random() < self.timeout_rate
+            error = self._rng.random() < self.rate
+            status = self._rng.choice(self.statuses)
+            hang = route == "messages" and self._rng.random() < self.timeout_rate
+        if error and self.rate:
+            return str(status)
+        return "timeout" if hang else None
 
     def expire_next_batch(self) -> bool:
         with self._lock:

@@ -154,6 +154,12 @@ class Simulator:
     def batch_ids(self) -> list[str]:
         return list(self._batches)
 
+    def end_batches(self) -> None:
+        """Let every batch in progress end at its next poll (a test's stand-in for waiting hours)."""
+        with self._lock:
+            for batch in self._batches.values():
+                batch.ends_after = 0.0
+
     @property
     def billed_usd(self) -> float:
         return round(sum(b.cost_usd for b in self.bills), 8)
@@ -317,14 +323,14 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             if route is None:
                 self._reply(method, path, "unknown", body, 404, _error("not_found_error", f"no route {method} {path}"))
                 return
-            status = sim.faults.http_error()
-            if status is not None:
-                kind, message = ERRORS[status]
-                self._reply(method, path, route, body, status, _error(kind, message), fault=str(status), batch=batch_id)
+            fault = sim.faults.decide(route)
+            if fault is not None and fault != "timeout":
+                kind, message = ERRORS[int(fault)]
+                self._reply(method, path, route, body, int(fault), _error(kind, message), fault=fault, batch=batch_id)
                 return
-            if route == "messages" and sim.faults.timeout():
+            if fault == "timeout":
+                self._record(method, path, route, body, 0, fault="timeout")  # logged on arrival, then hang
                 time.sleep(sim.faults.timeout_seconds)
-                self._record(method, path, route, body, 0, fault="timeout")
                 self.close_connection = True
                 return
             getattr(self, f"_{route}")(method, path, body or {}, batch_id)
