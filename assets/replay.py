@@ -8,7 +8,6 @@ from collections.abc import Sequence
 
 import dagster as dg
 import polars as pl
-from pipelines.resources.llm import LLM, LLMRequest
 
 from assets.reporting import merge_metadata, preview
 from pipelines.jobs import nightly
@@ -21,6 +20,7 @@ from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.report import SEGMENT_COLUMNS, segment_table_rows
 from pipelines.replay.summary import summarize
 from pipelines.resources.candidates import CandidateRegistry
+from pipelines.resources.llm import LLM, LLMRequest
 from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import Warehouse
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dagster as dg
 
 from assets.retention import retention_sweep
-from pipelines.partitions import candidate_days
 
 STAGES = ("ingest", "retention", "rot")
 
@@ -22,12 +21,11 @@ nightly = dg.define_asset_job(
     selection=dg.AssetSelection.groups(*STAGES),
     description="Every stage for one day, in order: " + " -> ".join(STAGES) + ".",
 )
-# Replay is candidate x day, so it cannot be part of the daily nightly job: the
+# Replay is candidate x day (partitions from its assets), so it cannot be part of the daily nightly job: the
 # nightly_replay sensor starts one run of it per active candidate after nightly succeeds.
 replay = dg.define_asset_job(
     "replay",
     selection=dg.AssetSelection.groups("replay"),
-    partitions_def=candidate_days,
     description="The replay stage for one candidate x day: replays, then replay_summary.",
 )
 jobs = [*stage_jobs.values(), nightly, retention_sweep, replay]

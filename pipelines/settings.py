@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipelines.resources.candidates import CandidateRegistry
+from pipelines.resources.llm import LLM
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore

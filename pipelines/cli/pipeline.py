@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -80,6 +81,31 @@ def demo_data(
     )
 
 
+@contextmanager
+def _demo_llm(settings):
+    """The LLM the demo replays against: tracelake's simulator, in-process on a free
+    loopback port, unless the environment names a real backend (TRACELAKE_LLM / ANTHROPIC_API_KEY)."""
+    if settings.llm_backend not in ("off", "simulator") or (
+        settings.llm_backend == "simulator" and settings.llm_base_url
+    ):
+        yield
+        return
+    from pipelines.simulator import running
+
+    with running() as sim:
+        saved = {k: os.environ.get(k) for k in sim.env()}
+        os.environ.update(sim.env())
+        console.print(f"[magenta]LLM simulator[/] at {sim.url}: every replay output below is simulated")
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
 @app.command()
 def demo(
     calls: int = typer.Option(2000, help="Model calls per day"),
@@ -96,7 +122,8 @@ def demo(
     demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
     run(stage="nightly", day=first.isoformat(), to=last.isoformat())
     settings = Settings.from_env()
-    run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
+    with _demo_llm(settings):
+        run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
     tables()
     out.print(
         "\nTry:\n"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console
 from rich.table import Table
 
 from pipelines.cli.app import app, console, out
@@ -123,21 +124,26 @@ def report(
         console.print(f"[yellow]no replay summary for {candidate}[/]; run `tracelake replay --candidate {candidate}`")
         return None
     days = sorted({r["day"] for r in summary})
+    shown = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity")]
+    # the per-segment table needs ~130 columns; wider than a pipe's default 80
+    wide = Console(width=max(out.width, 150))
     for d in days:
         rows = [r for r in summary if r["day"] == d]
         simulated = " [magenta](simulated LLM)[/]" if any(r["simulated"] for r in rows) else ""
-        table = Table(title=f"{candidate} on {d}{simulated}")
-        for column in SEGMENT_COLUMNS:
-            table.add_column(
-                column, justify="left" if column in ("mode", "fidelity", "segment_key", "flag") else "right"
-            )
-        for r in segment_table_rows(rows):
-            style = "bold red" if r["flag"] in ("regresses", "AGGREGATE HIDES A REGRESSION") else None
-            table.add_row(*(str(r[c]) for c in SEGMENT_COLUMNS), style=style)
-        out.print(table)
+        for mode, fidelity in sorted({(r["mode"], r["fidelity"]) for r in rows}):
+            group = [r for r in rows if (r["mode"], r["fidelity"]) == (mode, fidelity)]
+            table = Table(title=f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{simulated}")
+            for column in shown:
+                table.add_column(
+                    column, justify="left" if column in ("segment_key", "flag") else "right", no_wrap=column != "flag"
+                )
+            for r in segment_table_rows(group):
+                style = "bold red" if r["flag"] in ("regresses", "HIDES A REGRESSION") else None
+                table.add_row(*(str(r[c]) for c in shown), style=style)
+            wide.print(table)
         for r in rows:
             if r["segment_key"] == "all" and r["hides_regression"]:
-                out.print(
+                wide.print(
                     f"[bold red]flag[/]: {candidate} improves the {r['mode']}/{r['fidelity']} aggregate on {d} "
                     f"(delta {r['delta']:+.2f}) while these segments significantly regress: "
                     + ", ".join(r["regressed_segments"])

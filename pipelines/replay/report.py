@@ -18,7 +18,6 @@ SEGMENT_COLUMNS = (
     "inconclusive",
     "delta",
     "delta_interval",
-    "sign_test_p",
     "bh_p",
     "flag",
     "cost_usd",
@@ -32,7 +31,7 @@ def _interval(low: float | None, high: float | None) -> str:
 
 def _flag(row: Mapping[str, Any]) -> str:
     if row["segment_key"] == "all":
-        return "AGGREGATE HIDES A REGRESSION" if row["hides_regression"] else ""
+        return "HIDES A REGRESSION" if row["hides_regression"] else ""
     if row["significant_regression"]:
         return "regresses"
     return "improves" if row["significant_improvement"] else ""
@@ -61,7 +60,6 @@ def segment_table_rows(summary: Iterable[Mapping[str, Any]]) -> list[dict[str, A
                 "inconclusive": r["inconclusive"],
                 "delta": "" if r["delta"] is None else f"{r['delta']:+.2f}",
                 "delta_interval": _interval(r["delta_low"], r["delta_high"]),
-                "sign_test_p": f"{r['sign_test_p']:.3g}",
                 "bh_p": f"{r['bh_p']:.3g}",
                 "flag": _flag(r),
                 "cost_usd": f"{r['cost_usd']:.4f}",

@@ -18,24 +18,28 @@ from typing import Any
 
 from pipelines.record.canonical import sha256_hex
 
-# input-token bucket bounds: < SHORT is short, >= LONG is long
-SHORT_TOKENS = 250
-LONG_TOKENS = 500
+# Input-length buckets, in content tokens: the call's own input (user and tool
+# turns plus retrieved document texts, 4 characters a token), not the prompt
+# template, so a call stays in its segment whichever template version rendered it
+# and whichever a candidate brings.
+LONG_TOKENS = 80
+VERY_LONG_TOKENS = 1000
 SEGMENT_FIELDS = ("service", "language", "user_tier", "length")
+CHARS_PER_TOKEN = 4
 
 
-def input_tokens(call: Mapping[str, Any]) -> int:
-    """The call's input tokens as billed (uncached + cache read + cache write), else
-    estimated from the recorded request (4 characters a token)."""
-    usage = call.get("usage") or {}
-    billed = sum(usage.get(k) or 0 for k in ("input_tokens", "cache_read_input_tokens", "cache_write_input_tokens"))
-    if billed:
-        return billed
-    return len(call.get("request_json") or "") // 4
+def content_tokens(call: Mapping[str, Any]) -> int:
+    chars = 0
+    for message in call.get("messages") or []:
+        for part in message.get("parts") or []:
+            chars += len(part.get("text") or part.get("content_json") or part.get("arguments_json") or "")
+    for doc in (call.get("retrieval") or {}).get("documents") or []:
+        chars += len(doc.get("text") or "")
+    return chars // CHARS_PER_TOKEN
 
 
 def length_bucket(tokens: int) -> str:
-    return "short" if tokens < SHORT_TOKENS else ("long" if tokens >= LONG_TOKENS else "medium")
+    return "short" if tokens < LONG_TOKENS else ("long" if tokens < VERY_LONG_TOKENS else "very_long")
 
 
 def as_mapping(value: Any) -> dict[str, Any]:
@@ -53,7 +57,7 @@ def segment_of(call: Mapping[str, Any]) -> dict[str, str]:
         "service": call.get("service") or "unknown",
         "language": seg.get("language") or "unknown",
         "user_tier": seg.get("user_tier") or "unknown",
-        "length": length_bucket(input_tokens(call)),
+        "length": length_bucket(content_tokens(call)),
     }
 
 
