@@ -33,7 +33,7 @@ def _time(value: str, option: str) -> datetime:
 
 
 def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}", highlight=False)
+    console.print(f"[red]error:[/red] {message}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -61,7 +61,9 @@ def find_command(
         raise typer.BadParameter(f"--to {end} is not after --from {start}", param_hint="--to")
     found = find_traces(_warehouse(), stored_user_ids(user_id), first, last, service)
     if found.is_empty():
-        console.print(f"no traces for that user between {first:%Y-%m-%d %H:%M} and {last:%Y-%m-%d %H:%M} UTC")
+        console.print(
+            f"no traces for that user between {first:%Y-%m-%d %H:%M} and {last:%Y-%m-%d %H:%M} UTC", soft_wrap=True
+        )
         raise typer.Exit(0)
     # plain lines, one write: a busy user can have thousands of traces in a day
     lines = [
@@ -71,7 +73,7 @@ def find_command(
         for row in found.iter_rows(named=True)
     ]
     typer.echo("\n".join(lines))
-    console.print(f"{found.height} trace(s)")
+    console.print(f"{found.height} trace(s)", soft_wrap=True)
 
 
 @app.command("show")
@@ -94,12 +96,14 @@ def show_command(
 
         target = Path(output or f"trace-{trace_id}.html")
         target.write_text(render_html(timeline), encoding="utf-8")
-        console.print(f"wrote {target} ({target.stat().st_size} bytes, no script, no external requests)")
+        console.print(
+            f"wrote {target} ({target.stat().st_size} bytes, no script, no external requests)", soft_wrap=True
+        )
         return
     from pipelines.debug.terminal import render_timeline
 
     for renderable in render_timeline(timeline):
-        out.print(renderable, highlight=False)
+        out.print(renderable, highlight=False, soft_wrap=True)
 
 
 @app.command("diff")
@@ -129,7 +133,7 @@ def diff_command(
         out.print(table)
         for block in changed:
             if block.lines:
-                out.print(Text("\n".join(block.lines)), highlight=False)
+                out.print(Text("\n".join(block.lines)), highlight=False, soft_wrap=True)
         return
     record_a, record_b = read_trace(warehouse, a), read_trace(warehouse, b)
     if record_a is None or record_b is None:
@@ -137,7 +141,7 @@ def diff_command(
         _fail(f"{missing!r} is neither a call nor a trace in {warehouse.uri}; give two call ids or two trace ids")
     divergence = diff_traces(build_timeline(record_a), build_timeline(record_b))
     if divergence is None:
-        out.print("the two traces make the same decisions at every step")
+        out.print("the two traces make the same decisions at every step", soft_wrap=True)
         return
     sa, sb = divergence.step_a, divergence.step_b
     out.print(
@@ -145,10 +149,11 @@ def diff_command(
         f"A step {sa.number if sa else '-'} ({sa.title if sa else 'ended'}) vs "
         f"B step {sb.number if sb else '-'} ({sb.title if sb else 'ended'})",
         highlight=False,
+        soft_wrap=True,
     )
     for label, items in (("only A", divergence.only_a), ("only B", divergence.only_b)):
         for item in items:
-            out.print(Text(f"  {label}: {item}"), highlight=False)
+            out.print(Text(f"  {label}: {item}"), highlight=False, soft_wrap=True)
 
 
 @app.command("siblings")
@@ -176,9 +181,11 @@ def siblings_command(
         table.add_row(s.call["call_id"], str(s.call["occurred_date"]), str(len(s.differences)), f"{s.token_delta:+.0%}")
     out.print(table)
     best = found[0]
-    out.print(f"best sibling {best.call['call_id']}: {len(best.differences)} difference(s)", highlight=False)
+    out.print(
+        f"best sibling {best.call['call_id']}: {len(best.differences)} difference(s)", highlight=False, soft_wrap=True
+    )
     for d in best.differences:
-        out.print(Text(f"  {d.number:>2}. {d.label}"), highlight=False)
+        out.print(Text(f"  {d.number:>2}. {d.label}"), highlight=False, soft_wrap=True)
 
 
 def _llm_or_fail(settings):
@@ -216,7 +223,9 @@ def _send(settings, requests, *, run_id: str, batch: bool, budget_usd: float | N
         except BudgetExceeded as e:
             _fail(str(e), code=3)
     label = " (simulated: tracelake's simulator, not a model)" if sent.simulated else ""
-    console.print(f"LLM: {sent.sent} request(s) sent, {sent.reused} found stored, ${sent.cost_usd:.4f}{label}")
+    console.print(
+        f"LLM: {sent.sent} request(s) sent, {sent.reused} found stored, ${sent.cost_usd:.4f}{label}", soft_wrap=True
+    )
     return sent
 
 
@@ -255,7 +264,9 @@ def ablate_command(
     requests = sample_requests(
         (v.body for v in planned), n, purpose="ablation", mode="ablation", call_id=bad["call_id"]
     )
-    console.print(f"{len(found)} difference(s), {len(planned)} variants x {n} samples; failure = {symptom}")
+    console.print(
+        f"{len(found)} difference(s), {len(planned)} variants x {n} samples; failure = {symptom}", soft_wrap=True
+    )
     run_id = _run_id("ablate")
     sent = _send(settings, requests, run_id=run_id, batch=batch, budget_usd=budget_usd, what="ablating")
     results = outcomes(planned, sent.answers, failed)
@@ -282,7 +293,7 @@ def ablate_command(
     out.print(table)
     top = ranked[0]
     if top.effect <= 0:
-        out.print("cause: none found: no single difference changes the failure rate", highlight=False)
+        out.print("cause: none found: no single difference changes the failure rate", highlight=False, soft_wrap=True)
     else:
         out.print(
             Text(
@@ -291,10 +302,11 @@ def ablate_command(
                 f"call takes it from {good0.failure_rate:.0%} to {top.introduced_in_good.failure_rate:.0%}"
             ),
             highlight=False,
+            soft_wrap=True,
         )
     rows = ablation_rows(bad, good, results, symptom, run_id=run_id, now=datetime.now(UTC))
     merged = warehouse.merge("ablations", rows)
-    console.print(f"ablations: {len(rows)} row(s) ({merged.inserted} new, version {merged.version})")
+    console.print(f"ablations: {len(rows)} row(s) ({merged.inserted} new, version {merged.version})", soft_wrap=True)
 
 
 def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
@@ -311,7 +323,7 @@ def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
         call, latest_rot_check(warehouse, call_id), pin=pinned, samples=n, redaction_mode=settings.redaction_mode
     )
     reasons = f" ({', '.join(plan.fidelity.reasons)})" if plan.fidelity.reasons else ""
-    out.print(f"fidelity: {plan.fidelity.level}{reasons}", highlight=False)
+    out.print(f"fidelity: {plan.fidelity.level}{reasons}", highlight=False, soft_wrap=True)
     if plan.body is None:
         _fail(f"call {call_id[:16]} cannot be replayed: its record lacks {', '.join(plan.fidelity.reasons)}")
     requests = sample_requests([plan.body], n, purpose="debug", mode=plan.mode, call_id=call_id)
@@ -322,6 +334,7 @@ def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
         f"mode {plan.mode}, temperature {plan.body.get('temperature', 'default')}; recorded finish "
         f"{call.get('finish_reason')}; symptom {symptom}",
         highlight=False,
+        soft_wrap=True,
     )
     table = Table("sample", "finish", "moved from the original", "shows the symptom", "answer")
     table.columns[-1].overflow = "fold"
@@ -333,7 +346,7 @@ def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
         )
     out.print(table)
     shown = sum(s.shows_symptom for s in samples)
-    out.print(f"reproduced the symptom in {shown} of {len(samples)} sample(s)", highlight=False)
+    out.print(f"reproduced the symptom in {shown} of {len(samples)} sample(s)", highlight=False, soft_wrap=True)
 
 
 @app.command("promote")
@@ -373,4 +386,5 @@ def promote_command(
         f"case {row['case_id'][:16]} in dataset {dataset} ({state}): symptom {row['symptom']}, "
         f"replay fidelity {fidelity.level}, from {row['source_uri']} line {row['source_line']}",
         highlight=False,
+        soft_wrap=True,
     )
