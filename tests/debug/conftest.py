@@ -21,7 +21,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import write_deltalake
+from typer.testing import CliRunner
 
+from pipelines.cli import app
 from pipelines.demo import generate
 from pipelines.demo import stores as demo_stores
 from pipelines.record.canonical import call_id, request_sha256
@@ -242,3 +244,18 @@ def demo_day(tmp_path_factory) -> DemoDay:
         hostile_marker="END-OF-LONG-LINE",
         twin_of=twin_of,
     )
+
+
+@pytest.fixture
+def run(demo_day, monkeypatch):
+    """``run(*args, code=0)``: the `tracelake` command on the demo day's warehouse; returns its output."""
+    monkeypatch.setenv("TRACELAKE_WAREHOUSE", demo_day.warehouse_uri)
+    monkeypatch.setenv("COLUMNS", "240")
+    runner = CliRunner()
+
+    def invoke(*args: str, code: int = 0) -> str:
+        result = runner.invoke(app, list(args))
+        assert result.exit_code == code, result.output
+        return result.output
+
+    return invoke

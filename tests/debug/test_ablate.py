@@ -7,9 +7,7 @@ import re
 
 import polars as pl
 import pytest
-from typer.testing import CliRunner
 
-from pipelines.cli import app
 from pipelines.simulator import running
 from tests.debug.conftest import PLANTED_DOC
 
@@ -20,20 +18,10 @@ def simulator():
         yield sim
 
 
-@pytest.fixture
-def run(demo_day, simulator, monkeypatch):
-    monkeypatch.setenv("TRACELAKE_WAREHOUSE", demo_day.warehouse_uri)
+@pytest.fixture(autouse=True)
+def llm_env(simulator, monkeypatch):
     monkeypatch.setenv("TRACELAKE_LLM", "simulator")
     monkeypatch.setenv("TRACELAKE_LLM_URL", simulator.url)
-    monkeypatch.setenv("COLUMNS", "240")
-    runner = CliRunner()
-
-    def invoke(*args: str, code: int = 0) -> str:
-        result = runner.invoke(app, list(args))
-        assert result.exit_code == code, result.output
-        return result.output
-
-    return invoke
 
 
 def _best_sibling(output: str) -> tuple[str, list[str]]:

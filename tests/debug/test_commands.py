@@ -6,25 +6,8 @@ import json
 import re
 
 import polars as pl
-import pytest
-from typer.testing import CliRunner
 
-from pipelines.cli import app
 from tests.debug.conftest import BAD_ANSWER, DAY, PLANTED_DOC, TWIN_ANSWER, TWIN_TRACE
-
-
-@pytest.fixture
-def run(demo_day, monkeypatch):
-    monkeypatch.setenv("TRACELAKE_WAREHOUSE", demo_day.warehouse_uri)
-    monkeypatch.setenv("COLUMNS", "200")
-    runner = CliRunner()
-
-    def invoke(*args: str, code: int = 0) -> str:
-        result = runner.invoke(app, list(args))
-        assert result.exit_code == code, result.output
-        return result.output
-
-    return invoke
 
 
 def test_find_lists_the_users_traces_newest_first(run, demo_day):

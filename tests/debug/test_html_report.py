@@ -7,9 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from playwright.sync_api import sync_playwright
-from typer.testing import CliRunner
 
-from pipelines.cli import app
 from tests.debug.conftest import HOSTILE_TRACE, hostile_text
 
 CHROMIUM_ARGS = [
@@ -24,11 +22,9 @@ CHROMIUM_ARGS = [
 ]
 
 
-def test_hostile_trace_renders_as_text_with_no_script_and_no_request(demo_day, tmp_path, monkeypatch):
-    monkeypatch.setenv("TRACELAKE_WAREHOUSE", demo_day.warehouse_uri)
+def test_hostile_trace_renders_as_text_with_no_script_and_no_request(run, demo_day, tmp_path):
     report = tmp_path / "run.html"
-    result = CliRunner().invoke(app, ["show", HOSTILE_TRACE, "--html", "-o", str(report)])
-    assert result.exit_code == 0, result.output
+    assert "no script, no external requests" in run("show", HOSTILE_TRACE, "--html", "-o", str(report))
     html = report.read_text()
     assert '<meta http-equiv="Content-Security-Policy"' in html
     assert "<script" not in html and "javascript:" in html  # the link's text is there, escaped
