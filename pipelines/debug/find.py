@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 import polars as pl
@@ -12,14 +12,13 @@ from pipelines.debug.tables import Tables
 COLUMNS = ("started_at", "trace_id", "service", "template_version", "model", "outcome", "feedback")
 
 
-def stored_user_ids(user_id: str) -> list[str]:
-    """The forms a user id can have in the tables.
-
-    The seam for pseudonymized user ids: when ingest stores a keyed hash of a
-    user id that is personal data, the function that maps a raw id to its
-    stored form belongs here, beside the raw id (kept for ids that are not PII
-    and were stored as they are)."""
-    return [user_id]
+def stored_user_ids(user_id: str, to_stored: Callable[[str], str | None] | None = None) -> list[str]:
+    """The forms a user id can have in the tables: as given, and as stored
+    when ingest pseudonymizes personal ids (``to_stored``: the one function
+    mapping a raw id to its stored form, ``pipelines.redact.stored_id`` with
+    the operator's keys). The raw form stays for ids that are not personal."""
+    stored = to_stored(user_id) if to_stored is not None else None
+    return list(dict.fromkeys(i for i in (user_id, stored) if i))
 
 
 def find_traces(
