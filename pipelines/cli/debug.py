@@ -208,6 +208,11 @@ def _send(settings, requests, *, run_id: str, batch: bool, budget_usd: float | N
 
     llm = _llm_or_fail(settings)
     warehouse = settings.warehouse()
+    estimate = llm.estimate(requests, warehouse, batch=batch)
+    console.print(
+        f"LLM: {estimate.requests} of {len(requests)} request(s) to send, estimated at most ${estimate.usd:.4f}",
+        soft_wrap=True,
+    )
     with Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), console=console) as progress:
         task = progress.add_task(what, total=len(requests))
         try:

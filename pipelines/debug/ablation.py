@@ -77,8 +77,7 @@ def variants(
         out.append(
             Variant("bad", d.number, d.label, d.block, replacement, apply_value(bad_request, d, reverse_with, d.bad))
         )
-        introduce = d.bad if d.bad is not None or d.kind != "document" else None
-        out.append(Variant("good", d.number, d.label, d.block, "bad", apply_value(good_request, d, introduce, d.good)))
+        out.append(Variant("good", d.number, d.label, d.block, "bad", apply_value(good_request, d, d.bad, d.good)))
     return out
 
 

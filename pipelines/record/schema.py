@@ -474,7 +474,7 @@ ABLATIONS = pa.schema(
         ("applied_to", pa.string()),
         # 0 for the request as recorded (the baseline), else the difference's number in `tracelake siblings`
         ("difference_index", pa.int64()),
-        # the difference, named by block and ingredient (never a value from the call)
+        # the difference as `tracelake siblings` names it: block, ingredient, doc ids or (redacted) variable values
         ("difference", pa.string()),
         ("block", pa.string()),
         # baseline | sibling (the good call's block) | neutral (a passage of the same token length)
