@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pipelines.resources.candidates import CandidateRegistry
 from pipelines.resources.llm import LLM
@@ -27,9 +26,6 @@ from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
 from pipelines.resources.warehouse import Warehouse
-
-if TYPE_CHECKING:  # the anthropic SDK takes a second to import: only commands that call a model pay for it
-    from pipelines.resources.llm import LLM
 
 HOME = Path(".tracelake")
 
@@ -123,8 +119,6 @@ class Settings:
 
     def llm(self) -> LLM:
         """The LLM resource; the API key itself is read from the environment when a client is built."""
-        from pipelines.resources.llm import LLM
-
         return LLM(
             backend=self.llm_backend,
             base_url=self.llm_base_url,

@@ -23,8 +23,8 @@ from typing import Any
 
 import anthropic
 
-from pipelines.llm.direct import Sent, _simulated
-from pipelines.llm.ledger import BATCHES, Ledger, batch_row, now, open_batches
+from pipelines.llm.direct import Sent, simulated_response
+from pipelines.llm.ledger import BATCHES, Ledger, batch_row, now, open_batches, with_state
 from pipelines.llm.params import refused_sampling, sampling_record, wire_body
 from pipelines.llm.request import LLMRequest
 from pipelines.llm.response import failed, succeeded
@@ -65,6 +65,13 @@ class BatchSender:
             if not keys:
                 continue
             log.info("resuming batch %s (%d requests) submitted by run %s", row["batch_id"], len(keys), row["run_id"])
+            try:
+                self.client.messages.batches.retrieve(row["batch_id"])
+            except anthropic.NotFoundError:
+                # e.g. a simulator that has restarted since: the batch is gone, its requests are not answered
+                log.warning("batch %s is unknown to the provider; its requests are sent again", row["batch_id"])
+                self.ledger.merge(BATCHES, [with_state(row, "not_found")])
+                continue
             entries = {k: pending.pop(k) for k in keys}
             for entry in entries.values():
                 entry.submissions += 1
@@ -107,7 +114,7 @@ class BatchSender:
                     batch,
                     list(chunk),
                     backend=self.backend,
-                    simulated=_simulated(raw),
+                    simulated=simulated_response(raw),
                     run_id=self.run_id,
                     created_at=created_at,
                 )
@@ -121,7 +128,7 @@ class BatchSender:
             raw = self.client.messages.batches.with_raw_response.retrieve(batch_id)
             batch = raw.parse().model_dump(mode="json")
             if batch["processing_status"] == "ended":
-                return batch, _simulated(raw)
+                return batch, simulated_response(raw)
             time.sleep(self.poll_interval)
 
     def _collect(

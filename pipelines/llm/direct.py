@@ -78,17 +78,18 @@ def send(client: anthropic.Anthropic, request: LLMRequest, kwargs_names: frozens
             if refused:
                 dropped |= {refused}
                 continue
-            simulated = _simulated(getattr(error, "response", None))
+            simulated = simulated_response(getattr(error, "response", None))
             result = failed(request, "errored", describe(error), attempts=attempts, simulated=simulated)
             break
         attempts += raw.retries_taken + 1
         message = raw.parse().model_dump(mode="json", exclude_none=False)
-        result = succeeded(request, message, attempts=attempts, simulated=_simulated(raw))
+        result = succeeded(request, message, attempts=attempts, simulated=simulated_response(raw))
         break
     latency = (time.monotonic() - started) * 1000
     return Sent(request, result, sampling_record(request.body, dropped), sent_at, round(latency, 1))
 
 
-def _simulated(response: Any) -> bool:
+def simulated_response(response: Any) -> bool:
+    """Whether a response came from tracelake's simulator (its header says so)."""
     headers = getattr(response, "headers", None)
     return bool(headers is not None and headers.get(SIMULATED_HEADER) == "true")

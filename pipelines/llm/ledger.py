@@ -132,6 +132,13 @@ def batch_row(
     return row
 
 
+def with_state(row: dict[str, Any], state: str) -> dict[str, Any]:
+    """An ``llm_batches`` row read back, in another state (its content hash recomputed so the merge updates it)."""
+    changed = {**row, "state": state}
+    changed["record_sha256"] = record_sha256(changed, ignore=("record_sha256",))
+    return changed
+
+
 def _ts(value: Any) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
@@ -140,5 +147,6 @@ def _ts(value: Any) -> datetime | None:
 
 def open_batches(ledger: Ledger, backend: str) -> list[dict[str, Any]]:
     """Batches a run submitted and did not see end (a run killed while polling), oldest first."""
-    frame = ledger.read(BATCHES, where=(pl.col("state") != "ended") & (pl.col("backend") == backend))
+    open_states = ("in_progress", "canceling")
+    frame = ledger.read(BATCHES, where=pl.col("state").is_in(open_states) & (pl.col("backend") == backend))
     return sorted(frame.iter_rows(named=True), key=lambda r: r["created_at"])

@@ -3,13 +3,18 @@
 Order of work: drop duplicate keys; read the stored results; estimate what
 the rest would cost and refuse (``BudgetExceeded``) before sending anything
 when that is above the cap; send (batches or one by one); write one
-``llm_requests`` row per result, in chunks of ``flush_every`` and always
-before returning or raising, so a result that came back is never lost.
+``llm_requests`` row per result, in chunks of ``flush_every`` rows or
+``flush_seconds``, and always before returning or raising, so a result that
+came back is not lost. Only a process killed outright (SIGKILL, OOM) between
+two flushes of a direct run loses the results since the last flush; those
+requests are sent, and billed, again on re-run, and the ledger shows it. A
+batch run has no such window: results stay with the provider until read.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -46,8 +51,10 @@ class LedgerWriter:
     backend: str
     run_id: str
     flush_every: int = 200
+    flush_seconds: float = 10.0
     rows: list[dict[str, Any]] = field(default_factory=list)
     written: int = 0
+    last_flush: float = field(default_factory=time.monotonic)
 
     def add(self, sent: direct.Sent) -> None:
         self.rows.append(
@@ -61,10 +68,11 @@ class LedgerWriter:
                 sampling=sent.sampling,
             )
         )
-        if len(self.rows) >= self.flush_every:
+        if len(self.rows) >= self.flush_every or time.monotonic() - self.last_flush >= self.flush_seconds:
             self.flush()
 
     def flush(self) -> None:
+        self.last_flush = time.monotonic()
         if self.rows:
             rows, self.rows = self.rows, []
             self.ledger.merge(REQUESTS, rows)
@@ -94,7 +102,7 @@ def plan(
 
 
 def run(
-    client: anthropic.Anthropic,
+    connect: Callable[[], anthropic.Anthropic],
     requests: Sequence[LLMRequest],
     ledger: Ledger,
     *,
@@ -105,7 +113,10 @@ def run(
     progress: Callable[[int, int], None] | None = None,
     count_tokens: Callable[[LLMRequest], int] | None = None,
 ) -> Iterator[LLMResult]:
-    """Results for ``requests`` in any order, one per distinct key (see module docstring)."""
+    """Results for ``requests`` in any order, one per distinct key (see module docstring).
+
+    ``connect`` builds the client, only when something has to be sent.
+    """
     use_batch = batch and options.supports_batches
     stored, pending, cost = plan(requests, ledger, batch=use_batch, count_tokens=count_tokens)
     if budget_usd is not None and cost.usd > budget_usd:
@@ -125,6 +136,7 @@ def run(
     if not pending:
         return
     log.info("sending %d LLM requests (%s, up to $%.4f)", len(pending), "batch" if use_batch else "direct", cost.usd)
+    client = connect()
     writer = LedgerWriter(ledger, options.backend, run_id, options.flush_every)
     try:
         if use_batch:

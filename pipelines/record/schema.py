@@ -576,7 +576,7 @@ LLM_REQUESTS = pa.schema(
 LLM_BATCHES = pa.schema(
     [
         ("batch_id", pa.string()),
-        # in_progress | canceling | ended (the API's processing_status)
+        # in_progress | canceling | ended (the API's processing_status) | not_found (gone when resumed)
         ("state", pa.string()),
         ("request_count", pa.int64()),
         ("succeeded", pa.int64()),

@@ -17,15 +17,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
-import anthropic
 import dagster as dg
 from pydantic import Field
 
-from pipelines.llm import runner
 from pipelines.llm.params import wire_body
 from pipelines.llm.request import BudgetExceeded, Estimate, LLMRequest, LLMResult
 from pipelines.resources.warehouse import Warehouse
+
+if TYPE_CHECKING:  # the SDK takes about a second to import: only what calls a model pays for it
+    import anthropic
+
+    from pipelines.llm.runner import SendOptions
 
 __all__ = ["LLM", "BudgetExceeded", "Estimate", "LLMRequest", "LLMResult"]
 
@@ -61,6 +65,8 @@ class LLM(dg.ConfigurableResource):
 
     def client(self) -> anthropic.Anthropic:
         """An SDK client for the backend; the key is read from the environment now."""
+        import anthropic
+
         if self.backend not in BACKENDS:
             raise ValueError(f"LLM backend {self.backend!r} is not one of {', '.join(BACKENDS)}; set TRACELAKE_LLM")
         common = {"max_retries": self.max_retries, "timeout": self.timeout_seconds}
@@ -81,8 +87,10 @@ class LLM(dg.ConfigurableResource):
             raise RuntimeError(f"the LLM backend 'api' needs an API key in ${self.api_key_env}")
         return anthropic.Anthropic(api_key=key, base_url=self.base_url, **common)
 
-    def _options(self) -> runner.SendOptions:
-        return runner.SendOptions(
+    def _options(self) -> SendOptions:
+        from pipelines.llm.runner import SendOptions
+
+        return SendOptions(
             backend=self.backend,
             max_retries=self.max_retries,
             max_workers=self.max_workers,
@@ -107,6 +115,8 @@ class LLM(dg.ConfigurableResource):
 
     def estimate(self, requests: Sequence[LLMRequest], warehouse: Warehouse, *, batch: bool = True) -> Estimate:
         """What sending the requests not stored yet could cost at most (nothing is sent)."""
+        from pipelines.llm import runner
+
         client = self.client() if self.token_counting == "api" else None
         use_batch = batch and self._options().supports_batches
         return runner.plan(requests, warehouse, batch=use_batch, count_tokens=self._counter(client))[2]
@@ -122,9 +132,13 @@ class LLM(dg.ConfigurableResource):
         progress: Callable[[int, int], None] | None = None,
     ) -> Iterator[LLMResult]:
         """One result per distinct request key, in any order (match them by ``key``)."""
-        client = self.client()
+        from pipelines.llm import runner
+
+        if not self.available():
+            self.client()  # raises, saying what to set
+        client = self.client() if self.token_counting == "api" else None
         return runner.run(
-            client,
+            (lambda: client) if client is not None else self.client,
             requests,
             warehouse,
             run_id=run_id,

@@ -28,13 +28,14 @@ import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from pipelines.llm.pricing import cost_usd
 from pipelines.record.canonical import request_sha256
 from pipelines.simulator import behaviour, sse
 from pipelines.simulator.faults import ERRORS, Faults
+from pipelines.simulator.loopback import LoopbackServer
 from pipelines.simulator.prompt_cache import PromptCache
 
 SIMULATED_HEADER = "x-tracelake-simulated"
@@ -94,7 +95,7 @@ def _error(kind: str, message: str) -> dict[str, Any]:
 
 
 @dataclass
-class Simulator:
+class Simulator(LoopbackServer):
     """Start with ``with Simulator() as sim:`` (or ``start()``); ``sim.url`` is its base URL."""
 
     faults: Faults = field(default_factory=Faults)
@@ -112,38 +113,13 @@ class Simulator:
         self._seen: Counter[str] = Counter()
         self._batches: dict[str, _Batch] = {}
         self._cache = PromptCache(self.cache_min_tokens)
-        self._server: ThreadingHTTPServer | None = None
 
-    # -- lifecycle --------------------------------------------------------------------------------
-
-    @property
-    def url(self) -> str:
-        if self._server is None:
-            raise RuntimeError("the simulator is not running: use `with Simulator() as sim:` or sim.start()")
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        return _handler(self)
 
     def env(self) -> dict[str, str]:
         """Environment variables that point ``Settings.from_env()`` at this simulator."""
         return {"TRACELAKE_LLM": "simulator", "TRACELAKE_LLM_URL": self.url}
-
-    def start(self) -> Simulator:
-        self._server = ThreadingHTTPServer((self.host, self.port), _handler(self))
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="llm-simulator", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> Simulator:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
     # -- what tests read --------------------------------------------------------------------------
 
@@ -310,6 +286,9 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             self._route("DELETE")
 
         def _route(self, method: str) -> None:
+            if not sim.running:  # stopped: keep-alive connections must not go on being served
+                self.close_connection = True
+                return
             path = self.path.split("?", 1)[0].rstrip("/")
             body = None
             length = int(self.headers.get("content-length") or 0)
@@ -333,11 +312,18 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
                 time.sleep(sim.faults.timeout_seconds)
                 self.close_connection = True
                 return
-            getattr(self, f"_{route}")(method, path, body or {}, batch_id)
+            if batch_id is None:
+                getattr(self, f"_{route}")(method, path, body or {})
+                return
+            batch = sim.batch(batch_id)
+            if batch is None:
+                self._reply(method, path, route, None, 404, _error("not_found_error", f"no batch {batch_id}"))
+                return
+            getattr(self, f"_{route}")(method, path, batch)
 
         # -- routes -------------------------------------------------------------------------------
 
-        def _messages(self, method: str, path: str, body: dict[str, Any], _: str | None) -> None:
+        def _messages(self, method: str, path: str, body: dict[str, Any]) -> None:
             problem = sim.invalid(body)
             if problem:
                 self._reply(method, path, "messages", body, 400, _error("invalid_request_error", problem))
@@ -350,15 +336,15 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
                 self._send(200, json.dumps(message).encode(), "application/json")
             self._record(method, path, "messages", body, 200, response_id=message["id"])
 
-        def _count_tokens(self, method: str, path: str, body: dict[str, Any], _: str | None) -> None:
+        def _count_tokens(self, method: str, path: str, body: dict[str, Any]) -> None:
             self._reply(method, path, "count_tokens", body, 200, {"input_tokens": behaviour.input_tokens(body)})
 
-        def _batch_create(self, method: str, path: str, body: dict[str, Any], _: str | None) -> None:
+        def _batch_create(self, method: str, path: str, body: dict[str, Any]) -> None:
             status, payload = sim.create_batch(body)
             ids = tuple(r.get("custom_id") for r in body.get("requests") or [])
             self._reply(method, path, "batch_create", body, status, payload, batch=payload.get("id"), custom_ids=ids)
 
-        def _batch_list(self, method: str, path: str, body: dict[str, Any], _: str | None) -> None:
+        def _batch_list(self, method: str, path: str, body: dict[str, Any]) -> None:
             query = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
             batches = sorted((b for b in sim._batches.values() if not b.deleted), key=lambda b: b.created_at)
             batches.reverse()  # newest first, as the API lists them
@@ -375,50 +361,33 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             }
             self._reply(method, path, "batch_list", body, 200, payload)
 
-        def _batch_retrieve(self, method: str, path: str, body: dict[str, Any], batch_id: str | None) -> None:
-            batch = self._find(method, path, "batch_retrieve", batch_id)
-            if batch is not None:
-                self._reply(method, path, "batch_retrieve", None, 200, sim._batch_json(batch), batch=batch_id)
+        def _batch_retrieve(self, method: str, path: str, batch: _Batch) -> None:
+            self._reply(method, path, "batch_retrieve", None, 200, sim._batch_json(batch), batch=batch.id)
 
-        def _batch_results(self, method: str, path: str, body: dict[str, Any], batch_id: str | None) -> None:
-            batch = self._find(method, path, "batch_results", batch_id)
-            if batch is None:
-                return
+        def _batch_results(self, method: str, path: str, batch: _Batch) -> None:
             if batch.results is None:
-                problem = _error("invalid_request_error", f"batch {batch_id} is still in progress; no results yet")
-                self._reply(method, path, "batch_results", None, 400, problem, batch=batch_id)
+                problem = _error("invalid_request_error", f"batch {batch.id} is still in progress; no results yet")
+                self._reply(method, path, "batch_results", None, 400, problem, batch=batch.id)
                 return
             data = "".join(json.dumps(r) + "\n" for r in batch.results).encode()
             self._send(200, data, "application/binary")
-            self._record(method, path, "batch_results", None, 200, batch=batch_id)
+            self._record(method, path, "batch_results", None, 200, batch=batch.id)
 
-        def _batch_cancel(self, method: str, path: str, body: dict[str, Any], batch_id: str | None) -> None:
-            batch = self._find(method, path, "batch_cancel", batch_id)
-            if batch is None:
-                return
+        def _batch_cancel(self, method: str, path: str, batch: _Batch) -> None:
             if batch.results is None and batch.cancel_at is None:
                 batch.cancel_at = datetime.now(UTC)
-            self._reply(method, path, "batch_cancel", None, 200, sim._batch_json(batch), batch=batch_id)
+            self._reply(method, path, "batch_cancel", None, 200, sim._batch_json(batch), batch=batch.id)
 
-        def _batch_delete(self, method: str, path: str, body: dict[str, Any], batch_id: str | None) -> None:
-            batch = self._find(method, path, "batch_delete", batch_id)
-            if batch is None:
-                return
+        def _batch_delete(self, method: str, path: str, batch: _Batch) -> None:
             if batch.results is None:
-                problem = _error("invalid_request_error", f"batch {batch_id} is in progress: cancel it first")
-                self._reply(method, path, "batch_delete", None, 400, problem, batch=batch_id)
+                problem = _error("invalid_request_error", f"batch {batch.id} is in progress: cancel it first")
+                self._reply(method, path, "batch_delete", None, 400, problem, batch=batch.id)
                 return
             batch.deleted = True
             payload = {"id": batch.id, "type": "message_batch_deleted"}
-            self._reply(method, path, "batch_delete", None, 200, payload, batch=batch_id)
+            self._reply(method, path, "batch_delete", None, 200, payload, batch=batch.id)
 
         # -- plumbing -----------------------------------------------------------------------------
-
-        def _find(self, method: str, path: str, route: str, batch_id: str | None) -> _Batch | None:
-            batch = sim.batch(batch_id or "")
-            if batch is None:
-                self._reply(method, path, route, None, 404, _error("not_found_error", f"no batch {batch_id}"))
-            return batch
 
         def _send(self, status: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)

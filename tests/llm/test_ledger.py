@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import polars as pl
@@ -30,11 +31,12 @@ def test_rerun_sends_nothing_and_writes_nothing(sim, warehouse, batch):
     assert {r.key for r in first} == {r.key for r in todo}
     received, before = len(sim.log), versions(warehouse)
 
-    again = list(llm.run(todo, warehouse, run_id="run-2", batch=batch))
+    ticks = []
+    again = list(llm.run(todo, warehouse, run_id="run-2", batch=batch, progress=lambda d, t: ticks.append((d, t))))
 
     assert len(sim.log) == received  # 0 requests sent
     assert versions(warehouse) == before  # 0 new Delta versions
-    assert all(r.reused for r in again)
+    assert all(r.reused for r in again) and ticks[-1] == (12, 12)
     assert {r.key: r.response for r in again} == {r.key: r.response for r in first}
     ledger = warehouse.read("llm_requests")
     assert ledger.height == 12 and ledger["simulated"].all()
@@ -140,3 +142,37 @@ def test_a_budget_below_the_estimate_sends_nothing(sim, warehouse):
     results = list(llm.run(todo, warehouse, run_id="r", batch=False, budget_usd=estimate.usd))
     assert sum(r.cost_usd for r in results) <= estimate.usd  # the estimate is an upper bound
     assert llm.estimate(todo, warehouse).requests == 0  # stored requests cost nothing more
+
+
+def test_a_batch_the_provider_no_longer_knows_is_sent_again(warehouse):
+    import anthropic
+
+    with running(batch_seconds=3600) as gone:
+
+        def stop_once_persisted() -> None:  # the provider vanishes while the run polls
+            while warehouse.version("llm_batches") is None:
+                time.sleep(0.02)
+            gone.stop()
+
+        stopper = threading.Thread(target=stop_once_persisted)
+        stopper.start()
+        with pytest.raises(anthropic.APIConnectionError):
+            list(simulated_llm(gone, max_retries=0, poll_interval_seconds=0.02).run(requests(3), warehouse, run_id="a"))
+        stopper.join()
+    with running() as fresh:
+        results = list(simulated_llm(fresh).run(requests(3), warehouse, run_id="b"))
+    assert all(r.status == "succeeded" for r in results) and len(results) == 3
+    states = dict(warehouse.read("llm_batches").select("run_id", "state").iter_rows())
+    assert states == {"a": "not_found", "b": "ended"}
+    assert len(fresh.received("batch_create", 200)) == 1
+
+
+def test_batches_bill_half_of_the_same_usage_sent_directly(sim, warehouse):
+    llm = simulated_llm(sim)
+    [direct] = llm.run(requests(1, mode="direct"), warehouse, run_id="r", batch=False)
+    [batched] = llm.run(requests(1, mode="batched"), warehouse, run_id="r", batch=True)
+    assert direct.response["content"] == batched.response["content"]  # same body at temperature 0
+    assert (direct.input_tokens, direct.output_tokens) == (batched.input_tokens, batched.output_tokens)
+    assert batched.response["usage"]["service_tier"] == "batch" and batched.batch_id
+    assert batched.cost_usd == pytest.approx(direct.cost_usd / 2) and direct.cost_usd > 0
+    assert sim.billed_usd == pytest.approx(direct.cost_usd + batched.cost_usd)

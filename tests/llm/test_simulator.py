@@ -259,3 +259,20 @@ def test_simulate_llm_command_serves_the_sdk(tmp_path):
         process.terminate()
         process.wait(timeout=10)
     assert "billed $" in process.stderr.read()
+
+
+def test_a_canceled_batch_ends_with_canceled_entries():
+    from pipelines.simulator import running
+
+    with running(batch_seconds=3600) as slow:
+        api = client(slow)
+        batch = api.messages.batches.create(
+            requests=[{"custom_id": f"c-{i}", "params": chat(i, temperature=None)} for i in range(3)]
+        )
+        assert batch.processing_status == "in_progress" and batch.id.startswith("msgbatch_sim_")
+        assert api.messages.batches.cancel(batch.id).processing_status == "ended"
+        ended = api.messages.batches.retrieve(batch.id)
+        assert ended.request_counts.canceled == 3 and ended.request_counts.succeeded == 0
+        assert {e.result.type for e in api.messages.batches.results(batch.id)} == {"canceled"}
+        assert api.messages.batches.delete(batch.id).type == "message_batch_deleted"
+        assert slow.bills == []  # nothing processed, nothing billed
