@@ -14,7 +14,7 @@ from pipelines.jobs import nightly
 from pipelines.jobs import replay as replay_job
 from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key, candidate_day_of, candidate_days
 from pipelines.partitions import candidates as candidate_dimension
-from pipelines.replay.bodies import Answer, Outgoing, answer_of
+from pipelines.replay.bodies import Answer, answer_of
 from pipelines.replay.candidates import Candidate, CandidateError
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.report import SEGMENT_COLUMNS, segment_table_rows
@@ -69,19 +69,8 @@ def day_inputs(candidate: Candidate, day, warehouse: Warehouse, templates: Templ
 def sender(llm: LLM, warehouse: Warehouse, run_id: str, log, counts: Counter):
     """``send`` for the replay core: one LLM resource run (Message Batches) per round."""
 
-    def send(outgoing: Sequence[Outgoing]) -> dict[str, Answer]:
-        requests = [
-            LLMRequest(
-                body=o.body,
-                purpose=o.purpose,
-                mode=o.mode,
-                sample_index=o.sample_index,
-                candidate=o.candidate,
-                call_id=o.call_id,
-                cache_prefix=o.cache_prefix,
-            )
-            for o in outgoing
-        ]
+    def send(outgoing: Sequence[LLMRequest]) -> dict[str, Answer]:
+        requests = list(outgoing)
         answers = {}
         for result in llm.run(requests, warehouse, run_id=run_id, batch=True):
             counts["reused" if result.reused else "sent"] += 1
@@ -147,7 +136,8 @@ def replays(
     kinds={"delta"},
     group_name="replay",
     pool="warehouse",
-    automation_condition=dg.AutomationCondition.eager(),
+    # eager for any day, not only the latest: backfilled days get their summary too
+    automation_condition=dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window()),
     description="Per candidate, day, mode, fidelity and segment: improved / regressed / same with Wilson "
     "intervals, a paired sign test, Benjamini-Hochberg across segments, cost, and a flag when the aggregate "
     "improves while a segment significantly regresses.",
@@ -214,3 +204,14 @@ def nightly_replay(context: dg.RunStatusSensorContext, candidate_registry: Candi
         for c in active
         if c in known
     ]
+
+
+# replay_summary follows replays (eager) wherever replays came from: the nightly
+# runs, the CLI, or a backfill of replays alone launched from the UI.
+replay_automation = dg.AutomationConditionSensorDefinition(
+    "replay_automation",
+    target=dg.AssetSelection.groups("replay"),
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    minimum_interval_seconds=30,
+    description="Materializes replay_summary for every candidate x day whose replays were updated.",
+)

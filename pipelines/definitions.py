@@ -26,7 +26,7 @@ def build(settings: Settings | None = None) -> dg.Definitions:
         asset_checks=[*quality.checks, rot.rot_rate_jump],
         jobs=jobs,
         schedules=[*schedules, retention.retention_sweep_schedule],
-        sensors=[*sensors, replay.candidate_partitions_sync, replay.nightly_replay],
+        sensors=[*sensors, replay.candidate_partitions_sync, replay.nightly_replay, replay.replay_automation],
         resources=settings.resources(),
     )
 

@@ -1,9 +1,7 @@
 """The request each replay mode sends, and what comes back, as plain data.
 
-``Outgoing`` has the fields of the LLM resource's ``LLMRequest`` (CONTRACTS.md)
-and the same content address, so the core plans requests and matches results
-without importing the resource; ``assets/replay.py`` turns them into
-``LLMRequest``s.
+Requests are the LLM resource's ``LLMRequest`` (``pipelines.llm.request``, plain
+data): the core plans them and matches results by their content address.
 
 - capture: the recorded request, as sent;
 - pinned: the recorded request at temperature 0 (top_p / top_k dropped: the
@@ -23,31 +21,20 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from pipelines.llm.request import LLMRequest
 from pipelines.record.anthropic_shape import normalize_finish_reason
-from pipelines.record.canonical import request_sha256, sha256_hex
 from pipelines.replay.candidates import Candidate
 from pipelines.rot.render import render_template
 
 BASELINE = "baseline"
 
 
-@dataclass(frozen=True)
-class Outgoing:
-    body: dict[str, Any]
-    mode: str
-    sample_index: int = 0
-    candidate: str | None = None
-    call_id: str | None = None
-    purpose: str = "replay"
-    cache_prefix: bool = True
-
-    @property
-    def request_sha256(self) -> str:
-        return request_sha256(self.body)
-
-    @property
-    def key(self) -> str:
-        return sha256_hex(f"{self.request_sha256}|{self.mode}|{self.sample_index}")
+def replay_request(
+    body: dict[str, Any], mode: str, sample_index: int = 0, candidate: str | None = None, call_id: str | None = None
+) -> LLMRequest:
+    return LLMRequest(
+        body=body, purpose="replay", mode=mode, sample_index=sample_index, candidate=candidate, call_id=call_id
+    )
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 send them through ``send`` (the LLM resource, in one batch per round), compare,
 and return the ``replays`` rows.
 
-``send(list[Outgoing]) -> {key: Answer}`` is the only way out; a request whose
+``send(list[LLMRequest]) -> {key: Answer}`` is the only way out; a request whose
 content address was answered before is answered from the ledger by the resource,
 so a re-run sends nothing and produces the same rows.
 """
@@ -18,9 +18,10 @@ from typing import Any
 
 from statsmodels.stats.proportion import proportion_confint
 
+from pipelines.llm.request import LLMRequest
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.replay import bodies as b
-from pipelines.replay.bodies import BASELINE, Answer, Outgoing
+from pipelines.replay.bodies import BASELINE, Answer, replay_request
 from pipelines.replay.candidates import Candidate
 from pipelines.replay.compare import BAD_FINISH, compare, divergence, reproduces
 from pipelines.replay.fidelity import Fidelity, fidelity_of
@@ -58,7 +59,7 @@ CALL_COLUMNS = (
     "feedback",
     "guardrail_hit",
 )
-Send = Callable[[list[Outgoing]], Mapping[str, Answer]]
+Send = Callable[[list[LLMRequest]], Mapping[str, Answer]]
 NO_ANSWER = Answer(status="not_sent")
 # columns of `replays` that differ between runs of the same work: not part of the row's hash
 VOLATILE = ("run_id",)
@@ -89,12 +90,12 @@ def _row(
     mode: str,
     sample_index: int,
     fidelity: Fidelity,
-    sent: Outgoing | None,
+    sent: LLMRequest | None,
     new: Answer,
     old: Answer,
     old_source: str,
     *,
-    baseline: Outgoing | None = None,
+    baseline: LLMRequest | None = None,
     extra_cost: Answer | None = None,
     step: int | None = None,
 ) -> dict[str, Any]:
@@ -191,7 +192,7 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
     candidate = inputs.candidate
     singles, sessions = plan_sample(inputs)
     rows: list[dict[str, Any]] = []
-    plans: list[tuple[Sampled, str, int, Fidelity, Outgoing | None, Outgoing | None]] = []
+    plans: list[tuple[Sampled, str, int, Fidelity, LLMRequest | None, LLMRequest | None]] = []
     for sampled in singles:
         call = sampled.call
         rot = inputs.rot.get(call["call_id"])
@@ -207,16 +208,16 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
             recorded = b.recorded_request(call)
             common = {"candidate": candidate.id, "call_id": call["call_id"]}
             if mode == "capture":
-                plans.append((sampled, mode, 0, fidelity, Outgoing(recorded, mode, **common), None))
+                plans.append((sampled, mode, 0, fidelity, replay_request(recorded, mode, **common), None))
             elif mode == "pinned":
-                plans.append((sampled, mode, 0, fidelity, Outgoing(b.pinned(recorded), mode, **common), None))
+                plans.append((sampled, mode, 0, fidelity, replay_request(b.pinned(recorded), mode, **common), None))
             elif mode == "class_rate" and _is_failure(call):
                 for i in range(candidate.sample.class_rate_samples):
-                    plans.append((sampled, mode, i, fidelity, Outgoing(recorded, mode, i, **common), None))
+                    plans.append((sampled, mode, i, fidelity, replay_request(recorded, mode, i, **common), None))
             elif mode == "diff":
                 body = b.with_candidate(call, recorded, candidate, inputs.template_source)
-                baseline = Outgoing(recorded, BASELINE, call_id=call["call_id"])
-                plans.append((sampled, mode, 0, fidelity, Outgoing(body, mode, **common), baseline))
+                baseline = replay_request(recorded, BASELINE, call_id=call["call_id"])
+                plans.append((sampled, mode, 0, fidelity, replay_request(body, mode, **common), baseline))
 
     outgoing = [o for plan in plans for o in plan[4:6] if o is not None]
     answers = send(list({o.key: o for o in outgoing}.values())) if outgoing else {}
@@ -299,7 +300,9 @@ def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], sen
     for step in range(candidate.sample.step_limit):
         if not live:
             break
-        out = {id(entry): Outgoing(entry[3], "state", step, candidate.id, entry[0].call["call_id"]) for entry in live}
+        out = {
+            id(entry): replay_request(entry[3], "state", step, candidate.id, entry[0].call["call_id"]) for entry in live
+        }
         answers = send(list({o.key: o for o in out.values()}.values()))
         still = []
         for entry in live:

@@ -11,6 +11,7 @@ its inverse, so a stratum sampled at 1 in 10 counts ten times.
 from __future__ import annotations
 
 import json
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -18,24 +19,32 @@ from typing import Any
 
 from pipelines.record.canonical import sha256_hex
 
-# Input-length buckets, in content tokens: the call's own input (user and tool
+# Input-length buckets, in content tokens: the call's own input (the customer's
 # turns plus retrieved document texts, 4 characters a token), not the prompt
 # template, so a call stays in its segment whichever template version rendered it
 # and whichever a candidate brings.
-LONG_TOKENS = 80
+LONG_TOKENS = 85
 VERY_LONG_TOKENS = 1000
 SEGMENT_FIELDS = ("service", "language", "user_tier", "length")
 CHARS_PER_TOKEN = 4
+JOIN = "\n"
+
+
+def _tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN) if text else 0
 
 
 def content_tokens(call: Mapping[str, Any]) -> int:
-    chars = 0
-    for message in call.get("messages") or []:
-        for part in message.get("parts") or []:
-            chars += len(part.get("text") or part.get("content_json") or part.get("arguments_json") or "")
-    for doc in (call.get("retrieval") or {}).get("documents") or []:
-        chars += len(doc.get("text") or "")
-    return chars // CHARS_PER_TOKEN
+    """The customer's turns (their text parts) plus each retrieved document's text."""
+    said = [
+        part.get("text") or ""
+        for message in call.get("messages") or []
+        if message.get("role") == "user"
+        for part in message.get("parts") or []
+        if part.get("type") == "text"
+    ]
+    documents = (call.get("retrieval") or {}).get("documents") or []
+    return _tokens(JOIN.join(said)) + sum(_tokens(d.get("text") or "") for d in documents)
 
 
 def length_bucket(tokens: int) -> str:

@@ -25,12 +25,13 @@ Support answers (a system prompt from template ``support-answer``: it says
       ``support-answer-v4``) answers Portuguese in Portuguese every time, but
       for a LONG English input it stops after a few words with
       ``stop_reason: max_tokens``. Long means more than ``LONG_INPUT_TOKENS``
-      (76) input tokens, counted as ``count_tokens`` counts them, over the part
+      (84) input tokens, counted as ``count_tokens`` counts them, over the part
       of the request that is input rather than instructions: the customer's
       turns plus the retrieved ``<document>`` texts. (Counting the whole
       request would make "long" depend on how a candidate words its template.)
-      The demo's English support calls have 69-94 such tokens, median 76: at 76,
-      about 44% of them are long;
+      The demo's English support calls have 69-94 such tokens, median 76: at 84,
+      about 13% of them are long (few enough that the candidate's aggregate
+      still improves while the long-English segments regress);
     - model ``FIXED_MODEL`` (``claude-sonnet-4-6-20261015``, demo candidate
       ``sonnet-next``) answers in the customer's language always and never
       truncates.
@@ -85,8 +86,10 @@ CANDIDATE_MARKER = "Always answer in the customer's own language, in at most 80 
 FIXED_MODEL = "claude-sonnet-4-6-20261015"
 BASELINE_WRONG_LANGUAGE = 0.40
 # Input tokens (customer turns + documents, see ``long_input``) above which an English
-# support request is long: about 44% of the demo's English support.answer calls.
-LONG_INPUT_TOKENS = 76
+# support request is long: about 13% of the demo's English support.answer calls, so
+# that support-answer-v4's gain on Portuguese outweighs its loss on long English in
+# aggregate, and only the per-segment summary shows the loss (the demo's point).
+LONG_INPUT_TOKENS = 84
 CHARS_PER_TOKEN = 4
 PER_MESSAGE_TOKENS = 3
 JUDGE_TOOLS = ("record_verdict", "record_finding")
