@@ -102,7 +102,7 @@ def replay(
     try:
         run_replay_stage(first, date.fromisoformat(to) if to else first, [candidate])
     except CandidateError as e:
-        console.print(f"[red]{e}[/]")
+        console.print(f"[red]{e}[/]", soft_wrap=True)
         raise typer.Exit(2) from None
 
 
