@@ -80,18 +80,29 @@ def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = 
 
 @app.command()
 def replay(
-    candidate: str = typer.Option(..., "--candidate", help="Candidate id (a slug in the registry)"),
+    call_id: str = typer.Argument(None, metavar="[CALL_ID]", help="Replay this one call now (`tracelake show`)"),
+    candidate: str = typer.Option(None, "--candidate", help="Candidate id (a slug in the registry)"),
     day: str = typer.Option(None, "--date", help="YYYY-MM-DD (default: yesterday, UTC)"),
     to: str = typer.Option(None, "--to", help="Replay every day from --date to this day, inclusive"),
+    pinned: bool = typer.Option(False, "--pinned", help="With CALL_ID: at temperature 0"),
+    n: int = typer.Option(1, "--n", min=1, max=200, help="With CALL_ID: samples at production settings"),
 ) -> None:
-    """Replay a candidate against recorded days (the `replays` and `replay_summary` assets, in-process)."""
+    """Replay a candidate against recorded days (the `replays` and `replay_summary` assets, in-process),
+    or with CALL_ID one call now: its fidelity and its divergence from the original."""
     from pipelines.replay.candidates import CandidateError
+
+    if call_id is not None:
+        from pipelines.cli.debug import replay_one_call
+
+        return replay_one_call(call_id, pinned, n)
+    if candidate is None:
+        raise typer.BadParameter("give a CALL_ID, or --candidate ID to replay a candidate", param_hint="--candidate")
 
     first = date.fromisoformat(day) if day else _yesterday()
     try:
         run_replay_stage(first, date.fromisoformat(to) if to else first, [candidate])
     except CandidateError as e:
-        console.print(f"[red]{e}[/]")
+        console.print(f"[red]{e}[/]", soft_wrap=True)
         raise typer.Exit(2) from None
 
 

@@ -741,6 +741,72 @@ REPLAY_SUMMARY = pa.schema(
     ]
 )
 
+# Debugging (pipelines/debug): one row per ablation variant of a bad call
+# against a good sibling, and one row per reproduced bug promoted to a dataset.
+ABLATIONS = pa.schema(
+    [
+        # sha256 of bad call | good call | variant request hash | samples: a re-run merges onto the same row
+        ("ablation_id", pa.string()),
+        ("bad_call_id", pa.string()),
+        ("good_call_id", pa.string()),
+        # bad: the bad request with the difference reversed; good: the good request with the bad call's value
+        ("applied_to", pa.string()),
+        # 0 for the request as recorded (the baseline), else the difference's number in `tracelake siblings`
+        ("difference_index", pa.int64()),
+        # the difference as `tracelake siblings` names it: block, ingredient, doc ids or (redacted) variable values
+        ("difference", pa.string()),
+        ("block", pa.string()),
+        # baseline | sibling (the good call's block) | neutral (a passage of the same token length)
+        ("replacement", pa.string()),
+        ("request_sha256", pa.string()),
+        # what counts as a failure: the bad call's own symptom (language_mismatch, truncated, errored, ...)
+        ("symptom", pa.string()),
+        ("samples", pa.int64()),
+        ("failures", pa.int64()),
+        ("failure_rate", pa.float64()),
+        # Wilson 95% interval of failure_rate
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        ("model", pa.string()),
+        ("temperature", pa.float64()),
+        ("cost_usd", pa.float64()),
+        ("simulated", pa.bool_()),
+        ("run_id", pa.string()),
+        ("created_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+REGRESSION_CASES = pa.schema(
+    [
+        # sha256 of dataset | call_id: promoting the same call again updates its note
+        ("case_id", pa.string()),
+        ("dataset", pa.string()),
+        ("call_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("service", pa.string()),
+        ("template_id", pa.string()),
+        ("template_version", pa.string()),
+        ("occurred_at", TS),
+        # the frozen request as it left the application (canonical JSON) and its hash
+        ("request_json", JSON),
+        ("request_sha256", pa.string()),
+        # the bad output as recorded, with its finish reason and the symptom seen in it
+        ("bad_output_text", TEXT),
+        ("bad_finish_reason", pa.string()),
+        ("symptom", pa.string()),
+        ("segment", pa.map_(pa.string(), pa.string())),
+        ("note", TEXT),
+        # where it came from: the source object and line, and who promoted it when
+        ("source_uri", pa.string()),
+        ("source_line", pa.int64()),
+        ("replay_fidelity", pa.string()),
+        ("promoted_by", pa.string()),
+        ("promoted_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "calls": CALLS,
     "spans": SPANS,
@@ -752,6 +818,8 @@ TABLES: dict[str, pa.Schema] = {
     "erasure_log": ERASURE_LOG,
     "rot_checks": ROT_CHECKS,
     "redaction_audit": REDACTION_AUDIT,
+    "ablations": ABLATIONS,
+    "regression_cases": REGRESSION_CASES,
     "replays": REPLAYS,
     "replay_summary": REPLAY_SUMMARY,
     "llm_requests": LLM_REQUESTS,
@@ -770,6 +838,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "erasure_log": ("erasure_id",),
     "rot_checks": ("call_id", "checked_at"),
     "redaction_audit": ("call_id",),
+    "ablations": ("ablation_id",),
+    "regression_cases": ("case_id",),
     "replays": ("replay_id",),
     "replay_summary": ("candidate", "day", "mode", "fidelity", "segment_key"),
     "llm_requests": ("request_key",),
@@ -786,6 +856,8 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "erasure_log": (),
     "rot_checks": ("checked_date",),
     "redaction_audit": ("occurred_date",),
+    "ablations": (),
+    "regression_cases": (),
     "replays": ("candidate", "day"),
     "replay_summary": ("candidate", "day"),
     "llm_requests": ("sent_date",),

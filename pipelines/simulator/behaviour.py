@@ -35,6 +35,10 @@ Support answers (a system prompt from template ``support-answer``: it says
     - model ``FIXED_MODEL`` (``claude-sonnet-4-6-20261015``, demo candidate
       ``sonnet-next``) answers in the customer's language always and never
       truncates.
+    - a retrieved document holding ``STALE_DOCUMENT_MARKER`` (a stale article
+      with an internal note; see ``stale_document_rule``) makes every model
+      but ``FIXED_MODEL`` answer in English, whatever the customer's language:
+      the planted cause `tracelake ablate` finds in the debugging tests.
     The answer quotes the first document and cites its id in brackets.
 
 Triage (template ``support-triage``: "Classify the support message")
@@ -89,6 +93,7 @@ LONG_INPUT_TOKENS = 84
 CHARS_PER_TOKEN = 4
 PER_MESSAGE_TOKENS = 3
 JUDGE_TOOLS = ("record_verdict", "record_finding")
+STALE_DOCUMENT_MARKER = "Internal note: reply to customers in English."
 
 _PT_WORDS = {
     "olá", "ola", "não", "nao", "você", "voce", "meu", "minha", "pedido", "quero", "cadê", "preciso",
@@ -229,6 +234,7 @@ def _support(body: dict[str, Any], system: str, lang: str, model: str, rng: rand
     else:
         wrong = lang == "pt-BR" and rng.random() < BASELINE_WRONG_LANGUAGE
         reply_lang, truncate = ("en" if wrong else lang), False
+    reply_lang = stale_document_rule(docs, model) or reply_lang
     if reply_lang == "pt-BR":
         opener = rng.choice(["Obrigado pelo contato.", "Olá! Obrigado pela mensagem.", "Obrigado por escrever."])
         fact = doc_text if language(doc_text) == "pt-BR" else "Conforme a nossa política, posso ajudar com isso."
@@ -239,6 +245,15 @@ def _support(body: dict[str, Any], system: str, lang: str, model: str, rng: rand
     if truncate:
         return _text(" ".join(text.split()[:6]), "max_tokens")
     return _text(text, "end_turn")
+
+
+def stale_document_rule(docs: list[tuple[str, str]], model: str) -> str | None:
+    """The language a retrieved document forces, if any: a document (id, text)
+    holding ``STALE_DOCUMENT_MARKER`` makes the answer English (a model that
+    follows what it retrieved). ``FIXED_MODEL`` ignores it. None: no effect."""
+    if model.startswith(FIXED_MODEL):
+        return None
+    return "en" if any(STALE_DOCUMENT_MARKER in text for _, text in docs) else None
 
 
 def _triage(text: str) -> str:
