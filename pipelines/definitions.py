@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ingest, quality, retention, rot
+from assets import ingest, maintenance, quality, retention, rot
 from pipelines.jobs import jobs
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
@@ -23,7 +23,7 @@ def build(settings: Settings | None = None) -> dg.Definitions:
         ],
         asset_checks=[*quality.checks, rot.rot_rate_jump],
         jobs=jobs,
-        schedules=[*schedules, retention.retention_sweep_schedule],
+        schedules=[*schedules, retention.retention_sweep_schedule, maintenance.maintenance_schedule],
         sensors=sensors,
         resources=settings.resources(),
     )
