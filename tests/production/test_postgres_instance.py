@@ -1,8 +1,8 @@
 """The production instance (deploy/dagster.yaml) on a real PostgreSQL: a code server, the
 daemon and runs submitted through the queued run coordinator, as in docker-compose.yml.
 
-The nightly job runs for a demo day; run, event-log, schedule and concurrency storage land
-in Postgres; a re-run of the day changes no table; two days run at the same time."""
+The nightly job runs for two demo days at the same time; a re-run of one changes no table;
+run, event-log, schedule and concurrency storage land in Postgres."""
 
 from __future__ import annotations
 
@@ -29,12 +29,13 @@ from tests.production.conftest import Postgres, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-DAYS = [date(2026, 11, 26), date(2026, 11, 27), date(2026, 11, 28)]
+DAYS = [date(2026, 11, 27), date(2026, 11, 28)]
 # rot_checks is left out: each run is a new check of every call (keyed by call and check time)
 TABLES = ("calls", "spans", "traces", "ingest_log", "quarantine", "redaction_audit", "retention")
 # one process per run: the default multiprocess executor would start one per step
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
-RUN_TIMEOUT = 240
+# generous: a guard against a hang, not a timing assertion (seen: 60 s alone, 230 s on a loaded machine)
+RUN_TIMEOUT = 600
 
 
 def _free_port() -> int:
@@ -86,7 +87,7 @@ class Deployment:
             + ["-m", "pipelines.definitions"],
         )
         try:
-            wait_until(lambda: _listening(self.port), 30, f"the code server on port {self.port}")
+            wait_until(lambda: _listening(self.port), 180, f"the code server on port {self.port}")
         except AssertionError as e:
             raise AssertionError(f"{e}\n{self.log('code')}") from None
         self.start("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace)])
@@ -94,15 +95,16 @@ class Deployment:
     def launch(self, day: date) -> str:
         """Submit the nightly job for ``day`` the way the UI does: into the queue."""
         run_id = str(uuid.uuid4())
-        subprocess.run(
+        launched = subprocess.run(
             [str(BIN / "dagster"), "job", "launch", "-w", str(self.workspace), "-j", "nightly"]
             + ["--tags", json.dumps({"dagster/partition": day.isoformat()}), "--config-json", IN_PROCESS]
             + ["--run-id", run_id],
             cwd=ROOT,
             env=self.env,
-            check=True,
             capture_output=True,
+            text=True,
         )
+        assert launched.returncode == 0, f"dagster job launch failed for {day}:\n{launched.stderr[-3000:]}"
         return run_id
 
     def log(self, name: str) -> str:
@@ -159,22 +161,23 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
             assert status == dg.DagsterRunStatus.SUCCESS, f"{run_id} {status}\n{deployment.log('daemon')}"
         return run_ids
 
-    first = run_all(DAYS[:1])
+    # two days at once: each lands in full, and only once
+    both = run_all(DAYS)
+    calls = warehouse.read("calls").group_by("occurred_date").len()
+    assert dict(calls.iter_rows()) == made
+    assert warehouse.read("calls")["call_id"].n_unique() == sum(made.values())
     state = _state(warehouse)
-    assert state["calls"][1] == made[DAYS[0]] and state["retention"][1] == made[DAYS[0]]
+    assert state["retention"][1] == sum(made.values())
 
+    # the first day again
     again = run_all(DAYS[:1])
     assert _state(warehouse) == state, "re-running the day changes no row count and makes no Delta version"
-    checks = warehouse.read("rot_checks")
-    assert checks.height == 2 * made[DAYS[0]] and checks["checked_at"].n_unique() == 2, "one new check per call"
-
-    both = run_all(DAYS[1:])
-    calls = warehouse.read("calls").group_by("occurred_date").len()
-    assert dict(calls.iter_rows()) == made, "each concurrent day landed in full, and only once"
-    assert warehouse.read("calls")["call_id"].n_unique() == sum(made.values())
+    checks = warehouse.read("rot_checks").group_by("occurred_date").agg(pl.len(), pl.col("checked_at").n_unique())
+    per_day = {day: (n, times) for day, n, times in checks.iter_rows()}
+    assert per_day == {DAYS[0]: (2 * made[DAYS[0]], 2), DAYS[1]: (made[DAYS[1]], 1)}, "one new check per call"
 
     # what the instance stored, read from Postgres itself
-    run_ids = first + again + both
+    run_ids = both + again
     runs = dict(postgres.query("SELECT run_id, status FROM runs"))
     assert {runs[r] for r in run_ids} == {"SUCCESS"}
     events = pl.DataFrame(
