@@ -7,8 +7,8 @@ pay for each. Once a day, for every table:
    with more than one small file are rewritten);
 2. z-order the partitions of the day just finished on the columns people
    filter by (``ZORDER``), so file statistics prune trace-id lookups and
-   service/model filters; skipped when the table has not changed since it was
-   last z-ordered, so a re-run makes no commit;
+   service/model filters; skipped when nothing changed the table since that
+   partition was last z-ordered, so a re-run makes no commit;
 3. vacuum files that left the table more than ``retention_days`` ago, and
    keep the log as long: time travel to any version of the last
    ``retention_days`` still works. (``Warehouse.vacuum``, used by the
