@@ -7,6 +7,11 @@ snapshots, model aliases, params) in ``.tracelake/stores``. Point
 ``TRACELAKE_SOURCE``, ``TRACELAKE_WAREHOUSE`` or ``TRACELAKE_STORES`` at
 ``s3://bucket/prefix`` to use object storage; the standard ``AWS_*``
 variables (``AWS_ENDPOINT_URL`` for S3-compatible stores) apply.
+
+LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
+``api`` when ``ANTHROPIC_API_KEY`` is set, else ``off``);
+``TRACELAKE_LLM_URL`` is the simulator's URL (``ANTHROPIC_BASE_URL`` for
+``api``); ``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipelines.resources.llm import LLM
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
@@ -55,6 +61,9 @@ class Settings:
     region: str | None
     access_key_id: str | None
     secret_access_key: str | None
+    llm_backend: str = "off"
+    llm_base_url: str | None = None
+    llm_budget_usd: float | None = None
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -72,6 +81,9 @@ class Settings:
             region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION")),
             access_key_id=_env("AWS_ACCESS_KEY_ID"),
             secret_access_key=_env("AWS_SECRET_ACCESS_KEY"),
+            llm_backend=_env("TRACELAKE_LLM", "api" if _env("ANTHROPIC_API_KEY") else "off"),
+            llm_base_url=_env("TRACELAKE_LLM_URL", _env("ANTHROPIC_BASE_URL")),
+            llm_budget_usd=float(budget) if (budget := _env("TRACELAKE_LLM_BUDGET_USD")) else None,
         )
 
     def object_store(self) -> ObjectStore:
@@ -102,6 +114,17 @@ class Settings:
             "params_store": ParamsStore(**where),
         }
 
+    def llm(self) -> LLM:
+        """The LLM resource; the API key itself is read from the environment when a client is built."""
+        return LLM(
+            backend=self.llm_backend,
+            base_url=self.llm_base_url,
+            aws_region=self.region if self.llm_backend == "bedrock" else None,
+            vertex_project=_env("ANTHROPIC_VERTEX_PROJECT_ID"),
+            vertex_region=_env("CLOUD_ML_REGION"),
+            budget_usd=self.llm_budget_usd,
+        )
+
     def resources(self) -> dict[str, object]:
         return {
             "source": self.object_store(),
@@ -109,4 +132,5 @@ class Settings:
             "retention_policy": RetentionPolicy(path=self.retention_policy),
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),
+            "llm": self.llm(),
         }

@@ -22,8 +22,11 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from pipelines.simulator.loopback import LoopbackServer
+from pipelines.simulator.sse import encode, stream_events
 
 SNAPSHOT = "claude-sonnet-4-5-20250929"
 _ids = itertools.count(1)
@@ -101,7 +104,7 @@ Reply = dict[str, Any] | ErrorReply | Callable[[dict[str, Any]], Any]
 
 
 @dataclass
-class MessagesAPI:
+class MessagesAPI(LoopbackServer):
     replies: list[Reply] = field(default_factory=list)
     default: Reply | None = None
     request_id_prefix: str = "req_01Test"
@@ -110,14 +113,6 @@ class MessagesAPI:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._queue = list(self.replies)
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
-
-    @property
-    def url(self) -> str:
-        assert self._server is not None, "server not started"
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
 
     def add(self, *replies: Reply) -> None:
         with self._lock:
@@ -130,7 +125,7 @@ class MessagesAPI:
             reply = text_reply("ok")
         return reply(body) if callable(reply) else reply
 
-    def start(self) -> MessagesAPI:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         api = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -170,9 +165,7 @@ class MessagesAPI:
                 self.wfile.write(data)
 
             def _stream(self, reply: dict[str, Any], request_id: str) -> None:
-                chunks = b"".join(
-                    f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode() for event in stream_events(reply)
-                )
+                chunks = encode(stream_events(reply))
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("content-length", str(len(chunks)))
@@ -180,57 +173,4 @@ class MessagesAPI:
                 self.end_headers()
                 self.wfile.write(chunks)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> MessagesAPI:
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
-
-
-def stream_events(reply: dict[str, Any]) -> list[dict[str, Any]]:
-    """The server-sent events that stream ``reply``, as the Messages API sends them."""
-    usage_ = dict(reply.get("usage") or {})
-    start = {
-        **reply,
-        "content": [],
-        "stop_reason": None,
-        "stop_sequence": None,
-        "usage": {**usage_, "output_tokens": 1},
-    }
-    events: list[dict[str, Any]] = [{"type": "message_start", "message": start}]
-    for index, block in enumerate(reply.get("content") or []):
-        if block["type"] == "text":
-            events.append(
-                {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}
-            )
-            text = block["text"]
-            for piece in (text[: len(text) // 2], text[len(text) // 2 :]):
-                delta = {"type": "text_delta", "text": piece}
-                events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        elif block["type"] == "tool_use":
-            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
-            delta = {"type": "input_json_delta", "partial_json": json.dumps(block["input"])}
-            events.append({"type": "content_block_delta", "index": index, "delta": delta})
-        else:
-            events.append({"type": "content_block_start", "index": index, "content_block": block})
-        events.append({"type": "content_block_stop", "index": index})
-    events.append(
-        {
-            "type": "message_delta",
-            "delta": {"stop_reason": reply.get("stop_reason"), "stop_sequence": reply.get("stop_sequence")},
-            "usage": {"output_tokens": usage_.get("output_tokens", 0)},
-        }
-    )
-    events.append({"type": "message_stop"})
-    return events
+        return Handler

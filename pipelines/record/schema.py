@@ -462,6 +462,73 @@ REDACTION_AUDIT = pa.schema(
     ]
 )
 
+# LLM ledger (pipelines/llm/ledger.py). One row per request the LLM resource sent,
+# keyed by the request's content address; what the provider returned, or the
+# terminal error. Never the request's content: its hash.
+LLM_REQUESTS = pa.schema(
+    [
+        # sha256(request_sha256|mode|sample_index): the content address
+        ("request_key", pa.string()),
+        ("request_sha256", pa.string()),
+        # replay | judge | ablation | debug
+        ("purpose", pa.string()),
+        ("mode", pa.string()),
+        ("sample_index", pa.int64()),
+        ("candidate", pa.string()),
+        ("call_id", pa.string()),
+        ("model", pa.string()),
+        # simulator | api | bedrock | vertex
+        ("backend", pa.string()),
+        ("batch_id", pa.string()),
+        ("custom_id", pa.string()),
+        # HTTP attempts (direct) or batch submissions (batch) it took
+        ("attempts", pa.int64()),
+        # succeeded | errored | expired | canceled (terminal)
+        ("status", pa.string()),
+        # error type and the provider's message; never request content
+        ("error", TEXT),
+        ("stop_reason", pa.string()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("cache_read_input_tokens", pa.int64()),
+        ("cache_write_input_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("latency_ms", pa.float64()),
+        # produced by tracelake's simulator, not a model
+        ("simulated", pa.bool_()),
+        # {"temperature": {"value": 0.3, "accepted": true}, ...} for the sampling params asked for
+        ("sampling_json", JSON),
+        ("response_json", JSON),
+        ("sent_at", TS),
+        ("sent_date", pa.date32()),
+        ("run_id", pa.string()),
+    ]
+)
+
+# One row per Message Batch submitted; written before the first poll, so a run
+# killed while polling finds and resumes it.
+LLM_BATCHES = pa.schema(
+    [
+        ("batch_id", pa.string()),
+        # in_progress | canceling | ended (the API's processing_status) | not_found (gone when resumed)
+        ("state", pa.string()),
+        ("request_count", pa.int64()),
+        ("succeeded", pa.int64()),
+        ("errored", pa.int64()),
+        ("expired", pa.int64()),
+        ("canceled", pa.int64()),
+        # the request keys (= custom_ids) it holds, a JSON list
+        ("request_keys_json", JSON),
+        ("backend", pa.string()),
+        ("simulated", pa.bool_()),
+        ("created_at", TS),
+        ("ended_at", TS),
+        ("sent_date", pa.date32()),
+        ("run_id", pa.string()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "calls": CALLS,
     "spans": SPANS,
@@ -473,6 +540,8 @@ TABLES: dict[str, pa.Schema] = {
     "erasure_log": ERASURE_LOG,
     "rot_checks": ROT_CHECKS,
     "redaction_audit": REDACTION_AUDIT,
+    "llm_requests": LLM_REQUESTS,
+    "llm_batches": LLM_BATCHES,
 }
 
 # Merge keys and Delta partition columns per table.
@@ -487,6 +556,8 @@ KEYS: dict[str, tuple[str, ...]] = {
     "erasure_log": ("erasure_id",),
     "rot_checks": ("call_id", "checked_at"),
     "redaction_audit": ("call_id",),
+    "llm_requests": ("request_key",),
+    "llm_batches": ("batch_id",),
 }
 PARTITIONS: dict[str, tuple[str, ...]] = {
     "calls": ("occurred_date",),
@@ -499,4 +570,6 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "erasure_log": (),
     "rot_checks": ("checked_date",),
     "redaction_audit": ("occurred_date",),
+    "llm_requests": ("sent_date",),
+    "llm_batches": ("sent_date",),
 }

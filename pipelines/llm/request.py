@@ -1,0 +1,102 @@
+"""What callers hand the LLM resource and what they get back (CONTRACTS.md section 1)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from pipelines.record.canonical import request_sha256, sha256_hex
+
+TERMINAL = ("succeeded", "errored", "expired", "canceled", "refused_budget")
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """One Messages request body plus what it is for.
+
+    ``key`` is the content address: the same body, mode and sample index is
+    never sent twice once a result is stored.
+    """
+
+    body: dict[str, Any]
+    purpose: str
+    mode: str
+    sample_index: int = 0
+    candidate: str | None = None
+    call_id: str | None = None
+    cache_prefix: bool = True
+
+    @cached_property
+    def request_sha256(self) -> str:
+        return request_sha256(self.body)
+
+    @cached_property
+    def key(self) -> str:
+        return sha256_hex(f"{self.request_sha256}|{self.mode}|{self.sample_index}")
+
+    @property
+    def custom_id(self) -> str:
+        """The Message Batches custom_id: the key itself (64 hex chars, the API's limit)."""
+        return self.key
+
+    @property
+    def model(self) -> str | None:
+        return self.body.get("model")
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+
+@dataclass(frozen=True)
+class LLMResult:
+    key: str
+    request_sha256: str
+    status: str
+    response: dict[str, Any] | None
+    error: str | None
+    model: str | None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
+    cost_usd: float = 0.0
+    batch_id: str | None = None
+    attempts: int = 0
+    simulated: bool = False
+    reused: bool = False
+
+    @property
+    def text(self) -> str:
+        """The concatenated text blocks of the response ('' when there is none)."""
+        blocks = (self.response or {}).get("content") or []
+        return "".join(b.get("text", "") for b in blocks if b.get("type") == "text")
+
+    @property
+    def stop_reason(self) -> str | None:
+        return (self.response or {}).get("stop_reason")
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        blocks = (self.response or {}).get("content") or []
+        return [b for b in blocks if b.get("type") == "tool_use"]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    requests: int
+    input_tokens: int
+    max_output_tokens: int
+    usd: float
+
+
+class BudgetExceeded(Exception):
+    def __init__(self, estimate: Estimate, budget_usd: float) -> None:
+        self.estimate = estimate
+        self.budget_usd = budget_usd
+        super().__init__(
+            f"{estimate.requests} LLM requests would cost up to ${estimate.usd:.4f} "
+            f"({estimate.input_tokens} input tokens, up to {estimate.max_output_tokens} output tokens), "
+            f"above the cap of ${budget_usd:.4f}; nothing was sent. Raise the cap (budget_usd / "
+            f"--budget-usd / TRACELAKE_LLM_BUDGET_USD) or send fewer requests."
+        )

@@ -1,0 +1,150 @@
+"""The one LLM resource (CONTRACTS.md section 1): every model call goes through it.
+
+It builds an anthropic SDK client for the configured backend and runs the
+requests through ``pipelines.llm.runner``: content-addressed against the
+``llm_requests`` ledger, estimated against a budget before anything is sent,
+sent as Message Batches or one by one with retries, and recorded.
+
+Backends: ``api`` (``ANTHROPIC_API_KEY``, optional ``ANTHROPIC_BASE_URL``),
+``bedrock`` (``AnthropicBedrock``, AWS credentials from the environment),
+``vertex`` (``AnthropicVertex``, Google credentials from the environment),
+``simulator`` (tracelake's own server, ``pipelines.simulator``) and ``off``.
+Secrets are never config values: the key is read from the environment
+variable named by ``api_key_env`` when the client is built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import dagster as dg
+from pydantic import Field
+
+from pipelines.llm.params import wire_body
+from pipelines.llm.request import BudgetExceeded, Estimate, LLMRequest, LLMResult
+from pipelines.resources.warehouse import Warehouse
+
+if TYPE_CHECKING:  # the SDK takes about a second to import: only what calls a model pays for it
+    import anthropic
+
+    from pipelines.llm.runner import SendOptions
+
+__all__ = ["LLM", "BudgetExceeded", "Estimate", "LLMRequest", "LLMResult"]
+
+BACKENDS = ("simulator", "api", "bedrock", "vertex", "off")
+SIMULATOR_KEY = "sk-tracelake-simulator"
+
+
+class LLM(dg.ConfigurableResource):
+    """Anthropic models through the SDK, with a ledger, a budget and batches."""
+
+    backend: str = Field(default="off", description="simulator | api | bedrock | vertex | off")
+    base_url: str | None = Field(default=None, description="API base URL (the simulator's URL for 'simulator')")
+    api_key_env: str = Field(default="ANTHROPIC_API_KEY", description="environment variable holding the API key")
+    aws_region: str | None = None
+    vertex_project: str | None = None
+    vertex_region: str | None = None
+    max_retries: int = Field(default=6, description="SDK retries per request (429, 529, 5xx, timeouts)")
+    timeout_seconds: float = 600.0
+    max_workers: int = Field(default=8, description="concurrent requests when not batching")
+    poll_interval_seconds: float = Field(default=30.0, description="seconds between batch status polls")
+    batch_rounds: int = Field(default=3, description="batch submissions per request before it is given up")
+    max_batch_requests: int = 10_000
+    flush_every: int = Field(default=200, description="ledger rows per Delta commit")
+    token_counting: str = Field(default="estimate", description="estimate | api (messages.count_tokens)")
+    budget_usd: float | None = Field(default=None, description="default per-run cap in USD (None: no cap)")
+
+    def available(self) -> bool:
+        return self.backend != "off"
+
+    @property
+    def simulated(self) -> bool:
+        return self.backend == "simulator"
+
+    def client(self) -> anthropic.Anthropic:
+        """An SDK client for the backend; the key is read from the environment now."""
+        import anthropic
+
+        if self.backend not in BACKENDS:
+            raise ValueError(f"LLM backend {self.backend!r} is not one of {', '.join(BACKENDS)}; set TRACELAKE_LLM")
+        common = {"max_retries": self.max_retries, "timeout": self.timeout_seconds}
+        if self.backend == "off":
+            raise RuntimeError(
+                "the LLM resource is off: set ANTHROPIC_API_KEY, or TRACELAKE_LLM=simulator|api|bedrock|vertex"
+            )
+        if self.backend == "simulator":
+            if not self.base_url:
+                raise ValueError("the simulator backend needs base_url (TRACELAKE_LLM_URL); start one first")
+            return anthropic.Anthropic(api_key=SIMULATOR_KEY, base_url=self.base_url, **common)
+        if self.backend == "bedrock":
+            return anthropic.AnthropicBedrock(aws_region=self.aws_region, **common)
+        if self.backend == "vertex":
+            return anthropic.AnthropicVertex(project_id=self.vertex_project, region=self.vertex_region, **common)
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise RuntimeError(f"the LLM backend 'api' needs an API key in ${self.api_key_env}")
+        return anthropic.Anthropic(api_key=key, base_url=self.base_url, **common)
+
+    def _options(self) -> SendOptions:
+        from pipelines.llm.runner import SendOptions
+
+        return SendOptions(
+            backend=self.backend,
+            max_retries=self.max_retries,
+            max_workers=self.max_workers,
+            poll_interval=self.poll_interval_seconds,
+            batch_rounds=self.batch_rounds,
+            max_batch_requests=self.max_batch_requests,
+            flush_every=self.flush_every,
+            # Message Batches here are the Anthropic API's; Bedrock and Vertex batch differently
+            supports_batches=self.backend in ("api", "simulator"),
+        )
+
+    def _counter(self, client: anthropic.Anthropic | None) -> Callable[[LLMRequest], int] | None:
+        if self.token_counting != "api" or client is None or self.backend not in ("api", "simulator"):
+            return None
+
+        def count(request: LLMRequest) -> int:
+            body = wire_body(request.body, cache_prefix=False)
+            fields = {k: body[k] for k in ("model", "system", "messages", "tools", "tool_choice") if k in body}
+            return client.messages.count_tokens(**fields).input_tokens
+
+        return count
+
+    def estimate(self, requests: Sequence[LLMRequest], warehouse: Warehouse, *, batch: bool = True) -> Estimate:
+        """What sending the requests not stored yet could cost at most (nothing is sent)."""
+        from pipelines.llm import runner
+
+        client = self.client() if self.token_counting == "api" else None
+        use_batch = batch and self._options().supports_batches
+        return runner.plan(requests, warehouse, batch=use_batch, count_tokens=self._counter(client))[2]
+
+    def run(
+        self,
+        requests: Sequence[LLMRequest],
+        warehouse: Warehouse,
+        *,
+        run_id: str,
+        batch: bool = True,
+        budget_usd: float | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Iterator[LLMResult]:
+        """One result per distinct request key, in any order (match them by ``key``)."""
+        from pipelines.llm import runner
+
+        if not self.available():
+            self.client()  # raises, saying what to set
+        client = self.client() if self.token_counting == "api" else None
+        return runner.run(
+            (lambda: client) if client is not None else self.client,
+            requests,
+            warehouse,
+            run_id=run_id,
+            options=self._options(),
+            batch=batch,
+            budget_usd=self.budget_usd if budget_usd is None else budget_usd,
+            progress=progress,
+            count_tokens=self._counter(client),
+        )
