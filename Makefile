@@ -25,8 +25,9 @@ demo: setup
 test: setup
 	$(BIN)/pytest -n 2 --dist loadfile
 
+# the local UI runs on the demo data: the demo hash key unless TRACELAKE_HASH_KEY is set
 ui: setup
-	env -u DAGSTER_HOME $(BIN)/dagster dev
+	env -u DAGSTER_HOME TRACELAKE_DEMO=$${TRACELAKE_DEMO:-$$( [ -n "$$TRACELAKE_HASH_KEY" ] || echo 1)} $(BIN)/dagster dev
 
 bench: setup
 	$(BIN)/python bench/ingest.py

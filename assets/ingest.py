@@ -22,6 +22,8 @@ from pipelines.ingest import (
     settle_with_existing,
 )
 from pipelines.partitions import daily, day_of
+from pipelines.redact.residual import patterns_for_mode
+from pipelines.redact.screen import account, screen_rows
 from pipelines.resources.object_store import CorruptObject, ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import Warehouse, in_list, to_arrow
@@ -104,6 +106,23 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     batch.calls, batch.spans = redacted.calls, redacted.spans
     context.log.info(f"redaction ({redaction.mode}): " + ", ".join(f"{k} {v}" for k, v in redacted.stats.items()))
 
+    # Residual-PII screen: a row that still matches is quarantined by pointer, not written.
+    screened = screen_rows(
+        batch.calls,
+        batch.spans,
+        redaction.policy(),
+        keys_by_uri={source.uri_for(o.key): o.key for o in todo},
+        run_id=context.run.run_id,
+        now=now,
+        patterns=patterns_for_mode(redaction.mode),
+    )
+    batch.calls, batch.spans = screened.calls, screened.spans
+    batch.quarantine = [*batch.quarantine, *screened.quarantine]
+    batch.ingest_log = account(batch.ingest_log, screened)
+    redacted.audit = [row for row in redacted.audit if row["call_id"] not in screened.held]
+    if screened.quarantine:
+        context.log.warning(f"residual PII: {len(screened.quarantine)} rows quarantined instead of written")
+
     # A changed object replaces what its previous version wrote.
     changed = [source.uri_for(o.key) for o in todo if o.key in seen]
     replace = in_list("t.source_uri", changed) if changed else None
@@ -111,10 +130,13 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     spans = warehouse.merge("spans", batch.spans, partitions=batch.dates("spans"), replace=replace)
     audit = warehouse.merge("redaction_audit", redacted.audit, partitions=batch.dates("calls"))
     quarantine = warehouse.merge("quarantine", batch.quarantine)
+    warehouse.ensure("quarantine")  # queryable (empty) from the first run
     # Last: an object is only marked done once its rows are in.
     log = warehouse.merge("ingest_log", batch.ingest_log)
 
+    on_day = pl.col("occurred_date") == day
     counts = {
+        "records_quarantined_residual_pii": len(screened.quarantine),
         "objects_listed": len(listed),
         "objects_skipped_unchanged": len(unchanged),
         "objects_ingested": len(todo),
@@ -125,14 +147,14 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
         asset_key="calls",
         metadata={
             **counts,
-            **merge_metadata(calls, warehouse),
+            **merge_metadata(calls, warehouse, on_day),
             "preview": preview(
                 batch.calls,
                 ["call_id", "trace_id", "service", "request_model", "finish_reason", "status", "latency_ms"],
             ),
         },
     )
-    yield dg.MaterializeResult(asset_key="spans", metadata={**counts, **merge_metadata(spans, warehouse)})
+    yield dg.MaterializeResult(asset_key="spans", metadata={**counts, **merge_metadata(spans, warehouse, on_day)})
     entities: dict[str, int] = {}
     for row in redacted.audit:
         for entity, n in (row.get("entity_counts") or {}).items():
@@ -140,7 +162,7 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     yield dg.MaterializeResult(
         asset_key="redaction_audit",
         metadata={
-            **merge_metadata(audit, warehouse),
+            **merge_metadata(audit, warehouse, on_day),
             "mode": redaction.mode,
             "entities": dg.MetadataValue.md(
                 "\n".join(
@@ -153,7 +175,7 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     yield dg.MaterializeResult(
         asset_key="quarantine",
         metadata={
-            **merge_metadata(quarantine, warehouse),
+            **merge_metadata(quarantine, warehouse, pl.col("source_key").is_in([o.key for o in listed])),
             "preview": preview(batch.quarantine, ["source_key", "line", "error_class", "message"]),
         },
     )
@@ -161,7 +183,7 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
         asset_key="ingest_log",
         metadata={
             **counts,
-            **merge_metadata(log, warehouse),
+            **merge_metadata(log, warehouse, pl.col("partition_date") == day),
             "preview": preview(
                 batch.ingest_log, ["source_key", "status", "records_read", "records_ingested", "records_quarantined"]
             ),
@@ -190,7 +212,7 @@ def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Materi
     context.log.info(f"{day}: {len(rows)} traces rolled up from {calls.height} calls and {spans.height} spans")
     return dg.MaterializeResult(
         metadata={
-            **merge_metadata(result, warehouse),
+            **merge_metadata(result, warehouse, pl.col("occurred_date") == day),
             "traces": len(rows),
             "preview": preview(rows, ["trace_id", "service", "call_count", "step_count", "total_tokens", "outcome"]),
         }

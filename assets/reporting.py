@@ -1,4 +1,11 @@
-"""Metadata every asset reports: row counts, the table version and a preview."""
+"""Metadata every asset reports: row counts, the table version and a preview.
+
+``merge_metadata`` is the one place the standard Dagster keys are set:
+``dagster/row_count`` is counted in the table (the partition's rows, after
+the merge), not from the rows merged, so an idempotent re-run that writes
+nothing still shows the table; ``dagster/column_schema`` is the declared
+Arrow schema (pipelines/record/schema.py).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import dagster as dg
+import polars as pl
+import pyarrow as pa
 
+from pipelines.record.schema import TABLES
 from pipelines.resources.warehouse import MergeResult, Warehouse
 
 
@@ -29,13 +39,31 @@ def _cell(value: Any) -> str:
     return str(value).replace("|", "\\|")
 
 
-def merge_metadata(result: MergeResult, warehouse: Warehouse) -> dict[str, dg.MetadataValue | int | str | None]:
+def column_schema(table: str) -> dg.TableSchema:
+    """The table's declared Arrow schema, as Dagster shows it."""
+    return dg.TableSchema(columns=[dg.TableColumn(f.name, _type(f.type)) for f in TABLES[table]])
+
+
+def _type(kind: pa.DataType) -> str:
+    return str(kind).replace("large_", "")
+
+
+def merge_metadata(
+    result: MergeResult, warehouse: Warehouse, where: pl.Expr | None = None
+) -> dict[str, dg.MetadataValue | dg.TableSchema | int | str | None]:
+    """What a merge did, and the table as it now is: ``where`` selects the rows the
+    asset (partition) owns for ``dagster/row_count``; None counts the whole table."""
+    frame = warehouse.scan(result.table)
+    if where is not None:
+        frame = frame.filter(where)
     return {
+        "dagster/row_count": int(frame.select(pl.len()).collect().item()),
+        "dagster/column_schema": column_schema(result.table),
         "rows_in": result.rows_in,
         "rows_inserted": result.inserted,
         "rows_updated": result.updated,
         "rows_deleted": result.deleted,
         "committed": dg.MetadataValue.bool(result.committed),
-        "table_version": result.version,
+        "table_version": warehouse.version(result.table) if result.version is None else result.version,
         "table_uri": dg.MetadataValue.path(warehouse.table_uri(result.table)),
     }

@@ -62,7 +62,7 @@ def retention(
     return dg.MaterializeResult(
         asset_key="retention",
         metadata={
-            **merge_metadata(result, warehouse),
+            **merge_metadata(result, warehouse, pl.col("occurred_date") == day),
             "calls": rows.height,
             "kept_full": full.height,
             "kept_by_rule": full.height - sampled,
@@ -100,7 +100,7 @@ def retention_coverage(
     context.log.info(f"{start}..{day}: {rows.height} segments, {uncovered} with no call kept in full")
     return dg.MaterializeResult(
         metadata={
-            **merge_metadata(result, warehouse),
+            **merge_metadata(result, warehouse, pl.col("window_end") == day),
             "window": f"{start}..{day}",
             "segments": rows.height,
             "uncovered_segments": uncovered,

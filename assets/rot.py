@@ -85,7 +85,7 @@ def rot_checks(
     rates = rot_rates(verdicts) if rows else None
     return dg.MaterializeResult(
         metadata={
-            **merge_metadata(result, warehouse),
+            **merge_metadata(result, warehouse, pl.col("checked_at") == checked_at),
             "checked_at": checked_at.isoformat(),
             "calls_checked": len(rows),
             **{f"calls_{s}": statuses[s] for s in STATUSES},

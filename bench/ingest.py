@@ -29,19 +29,23 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from pathlib import Path
 
-import dagster as dg
-import pandas as pd
-from deltalake import write_deltalake
-from rich.console import Console
-from rich.table import Table
+# demo data on fixed days: the published demo hash key, partitions from well before them
+os.environ.setdefault("TRACELAKE_DEMO", "1")
+os.environ.setdefault("TRACELAKE_START_DATE", "2024-01-01")
 
-from pipelines.definitions import build
-from pipelines.demo import generate
-from pipelines.formats import is_line_delimited
-from pipelines.ingest import SourceObject, ingest_objects
-from pipelines.resources.object_store import ObjectStore
-from pipelines.resources.warehouse import Warehouse
-from pipelines.settings import Settings
+import dagster as dg  # noqa: E402
+import pandas as pd  # noqa: E402
+from deltalake import write_deltalake  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from pipelines.definitions import build  # noqa: E402
+from pipelines.demo import generate  # noqa: E402
+from pipelines.formats import is_line_delimited  # noqa: E402
+from pipelines.ingest import SourceObject, ingest_objects  # noqa: E402
+from pipelines.resources.object_store import ObjectStore  # noqa: E402
+from pipelines.resources.warehouse import Warehouse  # noqa: E402
+from pipelines.settings import Settings  # noqa: E402
 
 DAY = date(2026, 11, 29)
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}

@@ -25,11 +25,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import tempfile
 import time
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+
+# demo data on fixed days: the published demo hash key, partitions from well before them
+os.environ.setdefault("TRACELAKE_DEMO", "1")
+os.environ.setdefault("TRACELAKE_START_DATE", "2024-01-01")
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

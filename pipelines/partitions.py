@@ -1,5 +1,7 @@
 """Partitions: every stage is daily (UTC). Today is a partition too, so the
-sensor can ingest objects as they land; the nightly schedule targets yesterday."""
+sensor can ingest objects as they land; the nightly schedule targets yesterday.
+The first day is ``TRACELAKE_START_DATE`` (settings.start_date): by default the
+first day a ``tracelake demo`` fills."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ from datetime import date
 
 import dagster as dg
 
-START_DATE = "2024-01-01"
+from pipelines.settings import start_date
+
+START_DATE = start_date()
 
 daily = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC", end_offset=1)
 

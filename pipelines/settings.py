@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from pipelines.resources.llm import LLM
@@ -27,6 +28,20 @@ from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsSto
 from pipelines.resources.warehouse import Warehouse
 
 HOME = Path(".tracelake")
+# `tracelake demo` writes this many days ending yesterday: the default first partition is its first day
+DEMO_DAYS = 3
+
+
+def start_date(today: date | None = None) -> str:
+    """The first daily partition: ``TRACELAKE_START_DATE`` (YYYY-MM-DD), else
+    the first day a default ``tracelake demo`` fills (today - DEMO_DAYS, UTC)."""
+    text = _env("TRACELAKE_START_DATE")
+    if text is None:
+        return ((today or datetime.now(UTC).date()) - timedelta(days=DEMO_DAYS)).isoformat()
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise ValueError(f"TRACELAKE_START_DATE={text!r} is not a date: use YYYY-MM-DD, e.g. 2024-01-01") from None
 
 
 def _env(name: str, default: str | None = None) -> str | None:
@@ -104,6 +119,19 @@ class Settings:
             secret_access_key=self.secret_access_key,
         )
 
+    def warehouse_resource(self) -> Warehouse:
+        """The warehouse as Definitions get it: a set AWS key is a dg.EnvVar reference to
+        its standard variable, resolved when a run starts, never a value the UI shows."""
+        import dagster as dg
+
+        return Warehouse(
+            uri=self.warehouse_uri,
+            endpoint_url=self.endpoint_url,
+            region=self.region,
+            access_key_id=dg.EnvVar("AWS_ACCESS_KEY_ID") if self.access_key_id else None,
+            secret_access_key=dg.EnvVar("AWS_SECRET_ACCESS_KEY") if self.secret_access_key else None,
+        )
+
     def ingredient_stores(self) -> dict[str, object]:
         """The stores the rot check re-renders from: one root, four stores."""
         where = {"uri": self.stores_uri, "endpoint_url": self.endpoint_url, "region": self.region}
@@ -128,7 +156,7 @@ class Settings:
     def resources(self) -> dict[str, object]:
         return {
             "source": self.object_store(),
-            "warehouse": self.warehouse(),
+            "warehouse": self.warehouse_resource(),
             "retention_policy": RetentionPolicy(path=self.retention_policy),
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),

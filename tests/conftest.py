@@ -19,6 +19,11 @@ os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
 os.environ.pop("AWS_ENDPOINT_URL", None)
 os.environ.pop("AWS_PROFILE", None)
+# Tests run on the published demo hash key, opted into explicitly as the demo
+# does (tests/ingest/test_pii_keys.py proves a run without either stops).
+os.environ.setdefault("TRACELAKE_DEMO", "1")
+# Test days are fixed dates in 2026: partitions from well before them
+os.environ.setdefault("TRACELAKE_START_DATE", "2024-01-01")
 
 from tests.environments import S3  # noqa: E402
 

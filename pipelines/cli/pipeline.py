@@ -15,6 +15,11 @@ from pipelines.cli.app import app, console, out
 
 # INFO, not DEBUG: the assets' progress lines without every engine event
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+# The UI lists a job's runs by job name AND this tag (repository@code location,
+# pyproject's [tool.dagster] code_location_name): without it, a CLI run shows
+# on the Runs page but not under its job.
+CODE_LOCATION = "tracelake"
+RUN_TAGS = {".dagster/repository": f"__repository__@{CODE_LOCATION}"}
 
 
 def _yesterday() -> date:
@@ -87,7 +92,14 @@ def demo(
     seed: int = typer.Option(7, help="Random seed"),
 ) -> None:
     """Generate demo traces, run the nightly job on each day, and show what was produced."""
+    from pipelines.redact.keys import DEMO_VARIABLE
+
     last = _yesterday()
+    # the demo opts into the published demo hash key (unless a real one is set), and
+    # its partitions start on its first day (read when the definitions are built below)
+    if not os.environ.get("TRACELAKE_HASH_KEY", "").strip():
+        os.environ[DEMO_VARIABLE] = "1"
+    os.environ.setdefault("TRACELAKE_START_DATE", (last - timedelta(days=days - 1)).isoformat())
     demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
     run(stage="nightly", day=(last - timedelta(days=days - 1)).isoformat(), to=last.isoformat())
     tables()
@@ -96,6 +108,7 @@ def demo(
         '  tracelake sql "SELECT service, count(*) AS calls, avg(latency_ms) AS avg_ms, '
         'sum(usage.cost_usd) AS usd FROM calls GROUP BY service"\n'
         '  tracelake sql "SELECT status, count(*) AS calls FROM rot_checks GROUP BY status"\n'
+        "  export TRACELAKE_DEMO=1    (other commands then use the demo hash key, as this run did)\n"
         "  tracelake rot CALL_ID      (why a call's request no longer re-renders)\n"
         "  make ui                    (the Dagster UI)",
         soft_wrap=True,
@@ -117,6 +130,12 @@ def run(
         raise typer.BadParameter(f"unknown stage {stage!r}; choose one of: {', '.join(names)}")
     first = date.fromisoformat(day) if day else _yesterday()
     days = _days(first, date.fromisoformat(to) if to else first)
+    from pipelines.redact.keys import KeyRing, MissingKey
+
+    try:
+        KeyRing.from_env()  # before any run starts: a missing hash key is an error, not the demo key
+    except MissingKey as e:
+        raise typer.BadParameter(str(e)) from None
     job = build().resolve_job_def(stage)  # resources from the environment as it is now
     instance = _instance()
     failed = []
@@ -127,7 +146,7 @@ def run(
         for d in days:
             progress.update(task, description=f"{stage} {d}")
             result = job.execute_in_process(
-                partition_key=d.isoformat(), instance=instance, raise_on_error=False, run_config=QUIET
+                partition_key=d.isoformat(), instance=instance, raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
             )
             if not result.success:
                 failed.append(d)
@@ -163,30 +182,37 @@ def tables() -> None:
 @app.command()
 def sql(
     query: str = typer.Argument(..., help='e.g. "SELECT service, count(*) FROM calls GROUP BY service"'),
-    limit: int = typer.Option(50, help="Rows to print"),
+    limit: int = typer.Option(50, help="Rows to compute and print (pushed into the query)"),
     output: str = typer.Option("table", "--format", help="table, csv or json"),
 ) -> None:
-    """Run SQL over the warehouse tables (polars SQL; every table is registered by name)."""
+    """Run SQL over the warehouse tables (polars SQL; every table is registered by name, nothing else is readable)."""
     import polars as pl
+    from rich.markup import escape
 
+    from pipelines.query import QueryRefused, inert, run_query
     from pipelines.record.schema import TABLES
     from pipelines.settings import Settings
 
     warehouse = Settings.from_env().warehouse()
-    context = pl.SQLContext({name: warehouse.scan(name) for name in TABLES}, eager=False)
     try:
-        frame = context.execute(query).collect()
-    except pl.exceptions.PolarsError as e:
-        console.print(f"[red]query failed:[/] {e}")
+        result = run_query(query, {name: warehouse.scan(name) for name in TABLES}, limit)
+    except QueryRefused as e:
+        console.print(f"[red]query refused:[/] {escape(inert(str(e)))}")
         raise typer.Exit(2) from None
+    except pl.exceptions.PolarsError as e:
+        console.print(f"[red]query failed:[/] {escape(inert(str(e)))}")
+        raise typer.Exit(2) from None
+    frame = result.frame
+    # plain writes, never rich: a value such as "[red]" or an ESC sequence is shown, not obeyed
     if output == "csv":
-        sys.stdout.write(frame.head(limit).write_csv())
+        sys.stdout.write(inert(frame.write_csv()))
     elif output == "json":
-        sys.stdout.write(frame.head(limit).write_json() + "\n")
+        sys.stdout.write(inert(frame.write_json()) + "\n")
     else:
         with pl.Config(tbl_rows=limit, tbl_cols=-1, fmt_str_lengths=60, tbl_width_chars=200):
-            out.print(str(frame.head(limit)))
-        console.print(f"{frame.height} rows")
+            sys.stdout.write(inert(str(frame)) + "\n")
+        more = f" (limit {limit} reached; more rows not computed: raise --limit)" if result.truncated else ""
+        console.print(f"{frame.height} rows{more}", markup=False, highlight=False)
 
 
 @app.command("frozen-call-schema")

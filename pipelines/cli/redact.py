@@ -76,7 +76,9 @@ def unredact_command(
             documents.items = [d for d in documents.items if trace_scope(d) == trace_id]
             if not documents.items:
                 _fail(f"no document of trace {trace_id!r} in the input")
-        documents.items = unredact_documents(documents.items, KeyRing.from_env(), policy=load_policy(policy))
+        documents.items = unredact_documents(
+            documents.items, KeyRing.from_env(need_hash_key=False), policy=load_policy(policy)
+        )
     except (DocumentError, PolicyError, MissingKey, DecryptionError) as e:
         _fail(str(e))
     sys.stdout.write(write_documents(documents))

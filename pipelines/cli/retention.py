@@ -14,6 +14,7 @@ import typer
 from rich.table import Table
 
 from pipelines.cli.app import app, console
+from pipelines.redact.keys import MissingKey
 from pipelines.retention.erasure import ErasureError, forget_user
 
 
@@ -29,7 +30,13 @@ def read_key(path: Path) -> bytes:
 
 
 def forget(
-    user_id: Annotated[str, typer.Option("--user-id", help="The user's id exactly as in calls.user_id")],
+    user_id: Annotated[
+        str,
+        typer.Option(
+            "--user-id",
+            help="The user's id as the application sent it (an email or phone id is mapped to its stored pseudonym)",
+        ),
+    ],
     requested_by: Annotated[
         str, typer.Option("--requested-by", help="Who asked: a ticket or request reference (stored; no personal data)")
     ],
@@ -50,7 +57,7 @@ def forget(
         typer.confirm(f"Erase every row of this user from {warehouse.uri}? This cannot be undone", abort=True)
     try:
         report = forget_user(warehouse, user_id, key=key, requested_by=requested_by, now=datetime.now(UTC))
-    except ErasureError as e:
+    except (ErasureError, MissingKey) as e:
         raise typer.BadParameter(str(e)) from None
     table = Table("table", "rows deleted")
     for name, rows in sorted(report.rows_deleted.items()):

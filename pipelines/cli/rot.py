@@ -60,7 +60,7 @@ def rot_command(
     """Re-render a call's ingredients today and say whether its request still reproduces."""
     import polars as pl
 
-    from pipelines.redact.keys import KeyRing
+    from pipelines.redact.keys import KeyRing, MissingKey
     from pipelines.resources.stores import load_ingredients
     from pipelines.rot.check import CALL_COLUMNS, Checker
     from pipelines.rot.redaction import RedactionView, audits_from_rows
@@ -98,7 +98,12 @@ def rot_command(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     audit = warehouse.read("redaction_audit", pl.col("call_id").is_in(calls["call_id"].implode()))
-    view = RedactionView(audits_from_rows(audit.iter_rows(named=True)), keys=KeyRing.from_env())
+    try:
+        keys = KeyRing.from_env()
+    except MissingKey as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    view = RedactionView(audits_from_rows(audit.iter_rows(named=True)), keys=keys)
     checker = Checker(ingredients, datetime.now(UTC), redaction=view, keep_blocks=True)
     checks = checker.check_all(calls.iter_rows(named=True))
     for check in checks:

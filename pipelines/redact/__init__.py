@@ -2,7 +2,8 @@
 
 Pure core, no Dagster: ``Redactor`` redacts canonical ``calls``/``spans``
 rows and raw trace documents; ``load_policy`` reads the YAML policy;
-``KeyRing`` holds the keys (encryption, keyed hashes). See README.md.
+``KeyRing`` holds the keys (encryption, keyed hashes); ``stored_id`` maps a
+raw user/session id to the form stored (filter with it). See README.md.
 """
 
 import os
@@ -13,6 +14,7 @@ import os
 os.environ.setdefault("TLDEXTRACT_PUBLIC_SUFFIX_LIST_URLS", "")
 
 from pipelines.redact.block_hashes import HMAC_SHA256, SHA256, block_sha256  # noqa: E402
+from pipelines.redact.identifiers import stored_id  # noqa: E402
 from pipelines.redact.keys import KeyRing, MissingKey  # noqa: E402
 from pipelines.redact.policy import Policy, PolicyError, load_policy  # noqa: E402
 
@@ -46,6 +48,7 @@ __all__ = [
     "block_sha256",
     "decrypt_call",
     "load_policy",
+    "stored_id",
     "unredact_documents",
     "unredact_rows",
 ]

@@ -174,6 +174,13 @@ def select_non_overlapping(hits: Sequence[Hit]) -> list[Hit]:
     return sorted(kept)
 
 
+# A bare integer with no phone-like key is a phone only as a whole international
+# number (country code included): 12+ digits (BR and GB mobiles: 13 and 12; US: 11
+# is too close to other ids). Epoch milliseconds (13 digits from "17") parse as
+# no valid number.
+INTERNATIONAL_PHONE_DIGITS = 12
+
+
 class TextAnalyzer:
     def __init__(self, settings: DetectorSettings | None = None):
         self.settings = settings or DetectorSettings()
@@ -266,17 +273,44 @@ class TextAnalyzer:
             # only now is it worth tokenizing: a context word may raise these scores
             found = self._run(request, entities, self._blank.process_text(text, nlp.LANGUAGE))
         hits = [h for h in (self._hit(r, request) for r in found) if h is not None]
-        if not hits and request.number and request.context and PHONE in entities:
+        if not hits and request.number and PHONE in self._enabled:
             hits = self._international_phone(request)
         return select_non_overlapping(hits)
 
+    def _allowed(self, text: str, start: int, end: int) -> bool:
+        """The match is an allow-listed value, lies inside a mention of one ("Aurora"
+        in "Loja Aurora" when the allow-list names the brand), or is one plus
+        lower-case words around it ("da Loja Aurora")."""
+        found = text[start:end]
+        if found.casefold() in self._allow:
+            return True
+        rest = found
+        for value in self._allow:
+            rest = re.sub(re.escape(value), " ", rest, flags=re.IGNORECASE)
+        if rest != found and not any(word[:1].isupper() for word in rest.split()):
+            return True
+        folded = text.casefold()
+        for value in self._allow:
+            at = folded.find(value, max(0, end - len(value)))
+            while 0 <= at <= start:
+                if at + len(value) >= end:
+                    return True
+                at = folded.find(value, at + 1)
+        return False
+
     def _international_phone(self, request: Request) -> list[Hit]:
-        """A JSON integer under a phone-like key, written without its "+" (5511987654321)."""
+        """A JSON integer written as a phone without its "+" (5511987654321): under
+        a phone-like key any valid number; under any other key (``customer_id``)
+        a full international number of one of the policy's regions."""
+        if len(request.text) < INTERNATIONAL_PHONE_DIGITS and not request.context:
+            return []
         try:
             number = phonenumbers.parse("+" + request.text, None)
         except phonenumbers.NumberParseException:
             return []
         if not phonenumbers.is_valid_number(number):
+            return []
+        if not request.context and phonenumbers.region_code_for_number(number) not in self.settings.phone_regions:
             return []
         return [Hit(0, len(request.text), PHONE, 0.75)]
 
@@ -304,6 +338,6 @@ class TextAnalyzer:
         if request.restricted and result.entity_type in UNAMBIGUOUS_WHEN_FORMATTED:
             if text[result.start : result.end].isalnum():
                 return None
-        if self._allow and text[result.start : result.end].casefold() in self._allow:
+        if self._allow and self._allowed(text, result.start, result.end):
             return None
         return Hit(result.start, result.end, result.entity_type, round(result.score, 4))

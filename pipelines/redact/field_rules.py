@@ -39,16 +39,23 @@ class _Globs:
         return any(fnmatchcase(key, g) for g in self.keys) or any(fnmatchcase(path, g) for g in self.paths)
 
 
+# A call rendered from a recorded template: its system prompt is operator text,
+# and the template variables (natural language) are where its user data is.
+TEMPLATED_SYSTEM = ("system_text", "request_json.system", "request_json.system.text")
+
+
 class FieldRules:
     """Classifies a field by its path (``messages.parts.text``) and key (``text``).
-    Results are cached: a day of traces has few distinct paths."""
+    Results are cached: a day of traces has few distinct paths. ``templated``:
+    the rules for a call whose template is recorded (TEMPLATED_SYSTEM is operator text)."""
 
-    def __init__(self, policy: Policy):
+    def __init__(self, policy: Policy, templated: bool = False):
         rules = policy.fields
         self._public = _Globs(rules.public)
         self._sensitive = [(entity, _Globs(globs)) for entity, globs in rules.sensitive.items()]
         self._structural = _Globs(rules.structural)
         self._natural = _Globs(rules.natural_language)
+        self._operator = _Globs(rules.operator_text + (TEMPLATED_SYSTEM if templated else ()))
         self._cache: dict[str, FieldInfo] = {}
 
     def info(self, path: str) -> FieldInfo:
@@ -69,6 +76,6 @@ class FieldRules:
         context = tuple(sorted(context_forms(key) & VOCABULARY))
         return FieldInfo(
             structural=self._structural.match(path, key),
-            natural_language=self._natural.match(path, key),
+            natural_language=self._natural.match(path, key) and not self._operator.match(path, key),
             context=context,
         )

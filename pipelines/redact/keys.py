@@ -8,9 +8,11 @@ Environment (read by ``KeyRing.from_env``):
   it (default: a fingerprint of the secret); the id is stored in every token.
 - ``TRACELAKE_REDACTION_KEYS``: older keys still needed to decrypt, as
   ``id1=secret1,id2=secret2``.
-- ``TRACELAKE_HASH_KEY``: the secret for keyed block hashes and for seeding
-  synthetic values. Without it a fixed, published demo key is used: fine on
-  a laptop, useless as protection (anyone can recompute the hashes).
+- ``TRACELAKE_HASH_KEY``: the secret for keyed block hashes, pseudonymized
+  identifiers and for seeding synthetic values. Required: without it a run
+  stops (``MissingKey``). Only a demo opts into the fixed, published demo key,
+  explicitly, with ``TRACELAKE_DEMO=1`` (``tracelake demo`` sets it): fine on a
+  laptop, useless as protection (anyone can recompute the hashes).
 
 Secrets are never part of a repr, an error message or the data: tokens and
 audit rows carry key ids only.
@@ -28,6 +30,9 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 DEMO_HASH_KEY = "tracelake-local-demo-hash-key (not a secret: set TRACELAKE_HASH_KEY)"
+# The explicit opt-in to DEMO_HASH_KEY when TRACELAKE_HASH_KEY is unset
+DEMO_VARIABLE = "TRACELAKE_DEMO"
+_TRUE = {"1", "true", "yes", "on"}
 
 
 class MissingKey(LookupError):
@@ -63,7 +68,10 @@ class KeyRing:
     current_key_id: str | None = None
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> KeyRing:
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, need_hash_key: bool = True) -> KeyRing:
+        """The keys the environment holds. Without ``TRACELAKE_HASH_KEY`` this
+        raises ``MissingKey`` unless the demo opted in (``TRACELAKE_DEMO=1``) or
+        the caller needs no hash key (decrypting tokens only)."""
         env = os.environ if environ is None else environ
         secrets = _parse_keys(env.get("TRACELAKE_REDACTION_KEYS", ""))
         current = None
@@ -71,7 +79,17 @@ class KeyRing:
         if main:
             current = env.get("TRACELAKE_REDACTION_KEY_ID", "").strip() or fingerprint(main.encode())
             secrets[current] = main.encode()
-        hash_secret = env.get("TRACELAKE_HASH_KEY", "").strip() or DEMO_HASH_KEY
+        hash_secret = env.get("TRACELAKE_HASH_KEY", "").strip()
+        if not hash_secret:
+            demo = env.get(DEMO_VARIABLE, "").strip().lower() in _TRUE
+            if need_hash_key and not demo:
+                raise MissingKey(
+                    "TRACELAKE_HASH_KEY is not set: it keys the block hashes and pseudonymized ids, so a run "
+                    "without it would store hashes anyone can recompute. Set it to a long random secret "
+                    '(python -c "import secrets; print(secrets.token_urlsafe(48))"), the same for every run; '
+                    "for a local demo only, set TRACELAKE_DEMO=1 to use the published demo key"
+                )
+            hash_secret = DEMO_HASH_KEY
         return cls(hash_secret=hash_secret.encode(), encryption_secrets=secrets, current_key_id=current)
 
     @classmethod
@@ -93,6 +111,10 @@ class KeyRing:
 
     def block_hash_key(self) -> bytes:
         return _derive(self.hash_secret, "tracelake block hash v1", 32)
+
+    def identifier_key(self) -> bytes:
+        """Keys the pseudonyms of personal identifiers (identifiers.stored_id)."""
+        return _derive(self.hash_secret, "tracelake identifiers v1", 32)
 
     def synthetic_key(self) -> bytes:
         return _derive(self.hash_secret, "tracelake synthetic values v1", 32)

@@ -14,6 +14,7 @@ from typing import Any
 from pipelines.redact.analyzer import Hit, Request
 from pipelines.redact.audit import RecordTally
 from pipelines.redact.field_rules import FieldInfo
+from pipelines.redact.identifiers import ID_KEYS, personal_entity, pseudonym
 from pipelines.redact.substitution import TraceSubstitutions, normalize
 
 
@@ -30,7 +31,8 @@ class Item:
 
 
 def request_for(value: str, info: FieldInfo, number: bool = False) -> Request:
-    return Request(value, info.natural_language and not number, info.context, info.structural, number)
+    # a number is never "formatted": under an id-like key it still counts, as a whole validated match
+    return Request(value, info.natural_language and not number, info.context, info.structural and not number, number)
 
 
 # What one JSON text holds for the analyzer: walked once per batch, reused for every copy
@@ -95,12 +97,12 @@ class Collect:
             self._add(request_for(value, info), None)
 
     def number(self, value: int, path: str, info: FieldInfo) -> None:
+        # ids too: a CPF, phone or card held as an integer is one whatever its
+        # key is called (``tax_id``); a number must match as a whole, validated
         if info.sensitive is not None:
             self._add(None, (str(value), info.sensitive))
-        elif not info.structural:
-            self._add(request_for(str(value), info, number=True), None)
         else:
-            self._add(None, None)
+            self._add(request_for(str(value), info, number=True), None)
 
 
 class Apply:
@@ -164,6 +166,12 @@ class Apply:
     def text(self, value: str, path: str, info: FieldInfo) -> str | None:
         if not value.strip():
             return None
+        if path.rsplit(".", 1)[-1] in ID_KEYS:
+            # an email as a user id: the same pseudonym as the user_id column, not a placeholder
+            entity = personal_entity(value)
+            if entity is not None:
+                self._record(entity, normalize(entity, value), path)
+                return pseudonym(entity, value, self.subs.keys)
         if info.sensitive is not None:
             return str(self._replace(info.sensitive, value, path))
         found = list(self.hits.get(request_for(value, info), ()))
@@ -183,8 +191,6 @@ class Apply:
         text = str(value)
         if info.sensitive is not None:
             return self._replace(info.sensitive, text, path, number=True)
-        if info.structural:
-            return None
         for hit in self.hits.get(request_for(text, info, number=True), ()):
             return self._replace(hit.entity, text, path, number=True)
         entity = self.exact.get(text)

@@ -66,6 +66,12 @@ class FieldRules(_Strict):
     )
     structural: tuple[str, ...] = Field((), description="Ids, types, hashes, model names, timestamps")
     natural_language: tuple[str, ...] = Field((), description="Fields where person-name NER runs")
+    operator_text: tuple[str, ...] = Field(
+        (),
+        description="Text the operator wrote (tool descriptions and schemas): patterns still apply, person-name "
+        "NER does not, so a brand or product name survives. System prompts join them when the call "
+        "records its template (then only the template's variables are user data)",
+    )
 
 
 class NerSettings(_Strict):

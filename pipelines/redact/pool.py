@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 _ROW_KEYS = ("trace_id", "span_id", "occurred_at", "occurred_date", "flags")
 CALL_COLUMNS = (
     *_ROW_KEYS, "call_id", "rendered_request_sha256", "request_sha256", "request_hash_matches", "block_hashes",
-    *CALL_FIELDS,
+    "template_id", "template_version", *CALL_FIELDS,
 )  # fmt: skip
 SPAN_COLUMNS = (*_ROW_KEYS, "span_key", "call_id", *SPAN_FIELDS)
 

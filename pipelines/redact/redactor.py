@@ -34,6 +34,7 @@ from pipelines.redact.analyzer import DetectorSettings, Hit, Request, detector_v
 from pipelines.redact.audit import AuditContext, audit_row
 from pipelines.redact.block_hashes import raw_block_hashes
 from pipelines.redact.field_rules import FieldRules
+from pipelines.redact.identifiers import pseudonymize_row
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
@@ -152,6 +153,7 @@ class Redactor:
         self.settings = detector_settings(self.policy, self.ner)
         self.rules = FieldRules(self.policy)
         self.walker = JsonWalker(self.rules)
+        self.templated_walker = JsonWalker(FieldRules(self.policy, templated=True))
         self.pool = AnalyzerPool(self.settings, workers, WorkerConfig(self.policy, self.mode, self.keys, self.ner))
         self._cache: dict[Request, list[Hit]] = {}
 
@@ -183,6 +185,9 @@ class Redactor:
             call_updates, span_updates, audit, stats = self._redact_in_workers(calls, spans, now)
         else:
             call_updates, span_updates, audit, stats = self.redact_columns(calls, spans, now)
+        # personal user/session ids, tags and segment values: the keyed pseudonym, the same in every trace
+        call_updates = [{**u, **pseudonymize_row(row, self.keys)} for row, u in zip(calls, call_updates, strict=True)]
+        span_updates = [{**u, **pseudonymize_row(row, self.keys)} for row, u in zip(spans, span_updates, strict=True)]
         # record_sha256 describes what is stored: recomputed, so it is no hash of raw text either
         out_calls = [_updated(row, update) for row, update in zip(calls, call_updates, strict=True)]
         out_spans = [_updated(row, update) for row, update in zip(spans, span_updates, strict=True)]
@@ -203,7 +208,7 @@ class Redactor:
         prepared = [self._prepare_call(call) for call in calls]
         public = self.policy.is_public_document if self.policy.public_documents else None
         call_items = [
-            Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self.walker, v, public))
+            Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self._walker_for(r), v, public))
             for call in calls
         ]
         span_items = [
@@ -239,6 +244,11 @@ class Redactor:
             if span.get("call_id") is None and span.get("attributes_json") is not None:
                 audit.append(audit_row(context, span["span_key"], "spans", span, item.tally, []))
         return call_updates, span_updates, audit, stats
+
+    def _walker_for(self, call: dict[str, Any]) -> JsonWalker:
+        """A call with a recorded template: NER looks at its variables, not at the operator's system prompt."""
+        templated = call.get("template_id") or call.get("template_version")
+        return self.templated_walker if templated else self.walker
 
     def _redact_in_workers(
         self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], now: datetime

@@ -57,6 +57,8 @@ _API_KEY_HINTS = (
     "PRIVATE KEY",
 )
 _DIGITS = str.maketrans("", "", "0123456789")
+_API_KEY_HINT = regex.compile("|".join(regex.escape(h) for h in _API_KEY_HINTS))
+MEMO_LIMIT = 200_000
 
 _CPF = [regex.compile(patterns.CPF_FORMATTED), regex.compile(patterns.CPF_PLAIN)]
 _CNPJ = [regex.compile(patterns.CNPJ_FORMATTED), regex.compile(patterns.CNPJ_PLAIN)]
@@ -112,10 +114,28 @@ def _is_personal_email(found: str) -> bool:
 class _Counter:
     """A walker visitor that counts pattern matches in the leaves of one row."""
 
-    def __init__(self, wanted: tuple[str, ...], allow: frozenset[str]):
+    def __init__(self, wanted: tuple[str, ...], allow: frozenset[str], memo: dict | None = None):
         self.wanted = wanted
         self.allow = allow
         self.counts = dict.fromkeys(wanted, 0)
+        # (leaf, structural) -> its counts, shared across the rows of one scan: ids,
+        # model names, prompts and tool definitions repeat in every row
+        self.memo = memo
+
+    def text(self, value: str, path: str, info: FieldInfo) -> None:
+        if self.memo is None:
+            self._text(value, info.structural)
+            return
+        key = (value, info.structural)
+        found = self.memo.get(key)
+        if found is None:
+            totals, self.counts = self.counts, dict.fromkeys(self.wanted, 0)
+            self._text(value, info.structural)
+            found, self.counts = tuple(self.counts.items()), totals
+            if len(self.memo) < MEMO_LIMIT:
+                self.memo[key] = found
+        for name, n in found:
+            self.counts[name] += n
 
     def _allowed(self, found: str) -> bool:
         return found.casefold() in self.allow
@@ -127,8 +147,7 @@ class _Counter:
             if valid(value) and not self._allowed(value):
                 self.counts[name] += 1
 
-    def text(self, value: str, path: str, info: FieldInfo) -> None:
-        structural = info.structural
+    def _text(self, value: str, structural: bool) -> None:
         if "email" in self.wanted and "@" in value:
             for m in _email_pattern().finditer(value):
                 if _is_personal_email(m.group()) and not self._allowed(m.group()):
@@ -143,19 +162,47 @@ class _Counter:
         if "cnpj" in self.wanted and digits >= 2:
             found = {m.group() for p in _CNPJ for m in p.finditer(value)}
             self._count("cnpj", found, check_digits.is_valid_cnpj, structural)
-        if "api_key" in self.wanted and any(hint in value for hint in _API_KEY_HINTS):
+        if "api_key" in self.wanted and _API_KEY_HINT.search(value):
             for pattern in _API_KEYS:
                 self.counts["api_key"] += sum(1 for m in pattern.finditer(value) if not self._allowed(m.group()))
 
     def number(self, value: int, path: str, info: FieldInfo) -> None:
-        if info.structural:
-            return  # the redactor never rewrites numbers under id-like keys
+        # under id-like keys too: the redactor rewrites a validated CPF or card held as an integer anywhere
         text = str(value)
         for name, valid in (("cpf", check_digits.is_valid_cpf), ("cnpj", check_digits.is_valid_cnpj),
                             ("card", check_digits.is_valid_card)):  # fmt: skip
             if name in self.wanted and valid(text):
                 self.counts[name] += 1
                 return
+
+
+class _IdentifierCounter:
+    """Columns outside the redactor's field map (ids, uris, tags, segment, names):
+    looked at as identifiers, so a bare digit run (a hash, an etag) counts only
+    when formatted, and typed numbers (tokens, offsets) not at all."""
+
+    def __init__(self, counter: _Counter):
+        self.counter = counter
+
+    def text(self, value: str, path: str, info: FieldInfo) -> None:
+        self.counter.text(value, path, _IDENTIFIER)
+
+    def number(self, value: int, path: str, info: FieldInfo) -> None:
+        return None
+
+
+_IDENTIFIER = FieldInfo(structural=True)
+
+
+def _as_json(value: Any) -> Any:
+    """Map columns come as lists of (key, value) pairs: lists and dicts for the walker."""
+    if isinstance(value, tuple):
+        return [_as_json(v) for v in value]
+    if isinstance(value, list):
+        return [_as_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
 
 
 def _records(frame: Any, columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -193,8 +240,9 @@ def residual_counts(
     if not scanned:
         raise ValueError(f"no text columns to scan: give columns= (table {table!r}, frame has {sorted(present)})")
     counts = []
+    memo: dict = {}
     for row in _records(frame, scanned):
-        counter = _Counter(tuple(patterns), allow)
+        counter = _Counter(tuple(patterns), allow, memo)
         if table in FIELDS:
             walk_row(row, table, walker, counter, policy.is_public_document if policy.public_documents else None)
         else:
@@ -202,6 +250,30 @@ def residual_counts(
                 walker.walk(row.get(column), column, counter)
         counts.append(counter.counts)
     return counts, scanned
+
+
+def row_residuals(
+    rows: Sequence[Mapping[str, Any]], table: str, policy: Policy, patterns: Sequence[str] = PATTERNS
+) -> list[tuple[str, ...]]:
+    """For each row, the pattern classes found in ANY of its text (the redactor's
+    text columns, and every other column read as identifiers); () when clean.
+    The pre-write screen of ingest: a row with a class is quarantined, not written."""
+    walker = JsonWalker(FieldRules(policy))
+    allow = frozenset(v.casefold() for v in policy.allow_list)
+    spec = FIELDS.get(table, {})
+    public = policy.is_public_document if policy.public_documents else None
+    found = []
+    memo: dict = {}
+    for row in rows:
+        counter = _Counter(tuple(patterns), allow, memo)
+        if spec:
+            walk_row(dict(row), table, walker, counter, public)
+        others = _IdentifierCounter(counter)
+        for column, value in row.items():
+            if column not in spec and value is not None:
+                walker.walk(_as_json(value), column, others)
+        found.append(tuple(p for p in patterns if counter.counts[p]))
+    return found
 
 
 def residual_pii_check(

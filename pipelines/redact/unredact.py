@@ -65,7 +65,7 @@ def unredact_rows(
     policy: Policy | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Decrypted copies of the rows (of one trace when ``trace_id`` is given)."""
-    keys = keys or KeyRing.from_env()
+    keys = keys or KeyRing.from_env(need_hash_key=False)
     walker = _walker(policy)
     out = []
     for table, rows in (("calls", calls), ("spans", spans)):
@@ -92,6 +92,6 @@ def unredact_documents(
     documents: Iterable[Any], keys: KeyRing | None = None, *, policy: Policy | None = None
 ) -> list[Any]:
     """Decrypted copies of documents redacted by ``Redactor.redact_documents``."""
-    keys = keys or KeyRing.from_env()
+    keys = keys or KeyRing.from_env(need_hash_key=False)
     walker = _walker(policy)
     return [walker.walk(doc, "", _Decrypt(trace_scope(doc), keys)) for doc in documents]

@@ -161,6 +161,11 @@ class Warehouse(dg.ConfigurableResource):
                 return created
         return self._retrying(name, lambda table: self._merge_into(name, table, data, partitions, replace))
 
+    def ensure(self, name: str) -> None:
+        """Create the table empty when it does not exist yet: it can be queried from the first run."""
+        if self.table(name) is None:
+            self._create(name, TABLES[name].empty_table())
+
     def _create(self, name: str, data: pa.Table) -> MergeResult | None:
         """Write the first version of a table; None when another writer created it first."""
         try:

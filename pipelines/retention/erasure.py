@@ -1,6 +1,8 @@
 """Erasure: every row of one user out of every table, and out of the files.
 
-The user's calls, traces and sessions are found through ``user_id`` in every
+The raw user id is first mapped to its stored form (``redact.stored_id``: an
+email or phone used as the id was pseudonymized at ingest). The user's calls,
+traces and sessions are found through ``user_id`` in every
 table that has it; then every table in ``schema.TABLES`` loses the rows with
 that user id or one of those call, trace or session ids (so `retention`,
 audit and check tables keyed by call id go too). Each table that lost rows is
@@ -29,6 +31,8 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from pipelines.record.schema import TABLES
+from pipelines.redact.identifiers import stored_id
+from pipelines.redact.keys import KeyRing
 
 if TYPE_CHECKING:
     from pipelines.resources.warehouse import Warehouse
@@ -120,10 +124,13 @@ def forget_user(
     requested_by: str,
     now: datetime,
     orphan_grace_hours: int = 1,
+    keys: KeyRing | None = None,
 ) -> ErasureReport:
-    """Delete every row of ``user_id`` in every table, vacuum, and log the erasure."""
+    """Delete every row of ``user_id`` (the raw id, as the application knows it) in
+    every table, vacuum, and log the erasure. ``keys`` (default: from the
+    environment) map a personal id to its stored pseudonym (``stored_id``)."""
     if not user_id or not user_id.strip():
-        raise ErasureError("no user id given: pass the id exactly as it appears in calls.user_id")
+        raise ErasureError("no user id given: pass the id as the application knows it (an email is fine)")
     if len(key) < MIN_KEY_BYTES:
         raise ErasureError(
             f"the erasure key must be at least {MIN_KEY_BYTES} bytes; generate one once (for example "
@@ -134,6 +141,8 @@ def forget_user(
             "requested_by must say who asked (a ticket or request reference) and must not contain the user id"
         )
     digest = subject_hash(user_id, key)
+    # the id as stored: a personal one (an email) was pseudonymized at ingest
+    user_id = stored_id(user_id, keys or KeyRing.from_env())
     report = ErasureReport(
         erasure_id=hashlib.sha256(f"{digest}|{now.isoformat()}".encode()).hexdigest(), subject_hash=digest
     )

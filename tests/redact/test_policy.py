@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pipelines.redact.identifiers import stored_id
 from pipelines.redact.policy import DEFAULT_POLICY, PolicyError, load_policy
 from pipelines.redact.redactor import Redactor
 from tests.redact.conftest import KEYS
@@ -119,8 +120,10 @@ def test_structural_keys_are_left_alone_but_emails_in_them_are_not():
             "tax_id": "529.982.247-25",
         },
     )
-    assert out["id"] == "11987654321" and out["order_id"] == 52998224725
-    assert out["user_id"] == "<EMAIL_ADDRESS_1>" and out["tax_id"] == "<BR_CPF_1>"
+    # a string id stays; an integer that is a valid CPF is one whatever its key (issue 9)
+    assert out["id"] == "11987654321" and out["order_id"] == "<BR_CPF_1>"
+    # an email as a user id: the keyed pseudonym the user_id column gets too, so filters still work
+    assert out["user_id"] == stored_id(EMAIL, KEYS) and out["tax_id"] == "<BR_CPF_1>"
     assert out["model"] == "claude-sonnet-4-5-20250929" and out["created_at"] == "2026-11-20T10:00:00Z"
     assert out["sha256"].startswith("9f86d08")
 

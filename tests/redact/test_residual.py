@@ -69,10 +69,20 @@ def test_a_value_in_a_nested_column_fails_too(redacted_rows):
 def test_what_the_redactor_leaves_on_purpose_does_not_fail(redacted_rows):
     rows = copy.deepcopy(redacted_rows.calls[:5])
     request = json.loads(rows[0]["request_json"])
-    request["metadata"]["order_id"] = 52998224725  # an id that happens to pass the CPF check
+    request["metadata"]["order_id"] = "52998224725"  # a string id that happens to pass the CPF check
     rows[0]["request_json"] = json.dumps(request)
     rows[1]["output_text"] = "docs: see support@example.com"  # reserved domain: never a person
     assert residual_pii_check(frame(rows), "calls").passed
+
+
+def test_an_integer_cpf_under_an_id_key_is_residual_pii(redacted_rows):
+    # issue 9: a CPF held as a JSON integer is one whatever its key (the redactor replaces it too)
+    rows = copy.deepcopy(redacted_rows.calls[:5])
+    request = json.loads(rows[0]["request_json"])
+    request["metadata"]["tax_id"] = 52998224725
+    rows[0]["request_json"] = json.dumps(request)
+    report = residual_pii_check(frame(rows), "calls")
+    assert not report.passed and report.counts["cpf"] == 1
 
 
 def test_synthetic_tables_are_checked_for_what_synthetic_mode_cannot_write(corpus_rows):
