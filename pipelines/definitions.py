@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ingest, judge, quality, replay, retention, rot
+from assets import ingest, judge, maintenance, quality, replay, retention, rot
 from pipelines.jobs import jobs
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
@@ -26,7 +26,7 @@ def build(settings: Settings | None = None) -> dg.Definitions:
         ],
         asset_checks=[*quality.checks, rot.rot_rate_jump, *judge.checks],
         jobs=jobs,
-        schedules=[*schedules, retention.retention_sweep_schedule],
+        schedules=[*schedules, retention.retention_sweep_schedule, maintenance.maintenance_schedule],
         sensors=[
             *sensors,
             replay.candidate_partitions_sync,

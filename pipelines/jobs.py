@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.maintenance import maintenance
 from assets.retention import retention_sweep
+from pipelines.pod_resources import HEAVY
 
 STAGES = ("ingest", "retention", "rot", "judge")
 
@@ -13,6 +15,7 @@ stage_jobs = {
         stage,
         selection=dg.AssetSelection.groups(stage),
         description=f"The {stage} stage for one day.",
+        tags=HEAVY.get(stage),
     )
     for stage in STAGES
 }
@@ -20,6 +23,7 @@ nightly = dg.define_asset_job(
     "nightly",
     selection=dg.AssetSelection.groups(*STAGES),
     description="Every stage for one day, in order: " + " -> ".join(STAGES) + ".",
+    tags=HEAVY["nightly"],
 )
 # Replay is candidate x day (partitions from its assets), so it cannot be part of the daily nightly job: the
 # nightly_replay sensor starts one run of it per active candidate after nightly succeeds.
@@ -28,4 +32,4 @@ replay = dg.define_asset_job(
     selection=dg.AssetSelection.groups("replay"),
     description="The replay stage for one candidate x day: replays, then replay_summary.",
 )
-jobs = [*stage_jobs.values(), nightly, retention_sweep, replay]
+jobs = [*stage_jobs.values(), nightly, retention_sweep, replay, maintenance]

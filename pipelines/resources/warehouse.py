@@ -33,6 +33,15 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 # Delta's default log retention, restored after ``Warehouse.vacuum`` drops the history
 DEFAULT_LOG_RETENTION = "interval 30 days"
+# What delta-rs's S3 client says when a request failed in a way another attempt may not:
+# object_store retries reads, but not a commit's conditional PUT whose connection dropped.
+TRANSIENT_S3 = ("error sending request", "connection", "timed out", "status code: 5", "SlowDown")
+
+
+def is_transient(error: BaseException) -> bool:
+    """An S3 error worth another attempt: every write here is idempotent (keyed merges
+    with a hash guard), so redoing one whose commit did land changes nothing."""
+    return isinstance(error, OSError) and any(marker in str(error) for marker in TRANSIENT_S3)
 
 
 @dataclass(frozen=True)
@@ -193,10 +202,18 @@ class Warehouse(dg.ConfigurableResource):
         data = to_arrow(name, rows)
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)
-        if self.table(name) is None:
+        for attempt in range(1, self.max_commit_attempts + 1):
+            if self.table(name) is not None:
+                break
             if data.num_rows == 0:
                 return MergeResult(name, None, 0)
-            created = self._create(name, data)
+            try:
+                created = self._create(name, data)
+            except OSError as e:
+                if not is_transient(e) or attempt == self.max_commit_attempts:
+                    raise
+                log.info("creating %s failed (%s); trying again", name, type(e).__name__)
+                continue
             if created is not None:
                 return created
         txn = next(_TRANSACTIONS)  # one per merge, the same on every attempt: a retry can see it landed
@@ -277,11 +294,12 @@ class Warehouse(dg.ConfigurableResource):
                 return None
             try:
                 return action(table)
-            except CommitFailedError:
-                if attempt == self.max_commit_attempts:
+            except (CommitFailedError, OSError) as e:
+                # a dropped connection can hide a commit that landed: the retry then finds its own rows
+                if attempt == self.max_commit_attempts or not (isinstance(e, CommitFailedError) or is_transient(e)):
                     raise
                 delay = min(2.0, 0.05 * 2**attempt) * (0.5 + random.random())
-                log.info("commit conflict on %s (attempt %d); retrying in %.2fs", name, attempt, delay)
+                log.info("%s on %s (attempt %d); retrying in %.2fs", type(e).__name__, name, attempt, delay)
                 time.sleep(delay)
         raise AssertionError("unreachable")
 

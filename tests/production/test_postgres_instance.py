@@ -1,0 +1,201 @@
+"""The production instance (deploy/dagster.yaml) on a real PostgreSQL: a code server, the
+daemon and runs submitted through the queued run coordinator, as in docker-compose.yml.
+
+The nightly job runs for two demo days at the same time; a re-run of one changes no table;
+run, event-log, schedule and concurrency storage land in Postgres."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import uuid
+from datetime import date
+from pathlib import Path
+
+import dagster as dg
+import polars as pl
+import pytest
+import yaml
+
+from pipelines.demo import generate
+from pipelines.resources.warehouse import Warehouse
+from tests.production.conftest import Postgres, wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+DAYS = [date(2026, 11, 27), date(2026, 11, 28)]
+# rot_checks is left out: each run is a new check of every call (keyed by call and check time)
+TABLES = ("calls", "spans", "traces", "ingest_log", "quarantine", "redaction_audit", "retention")
+# one process per run: the default multiprocess executor would start one per step
+IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
+# generous: a guard against a hang, not a timing assertion (seen: 60 s alone, 230 s on a loaded machine)
+RUN_TIMEOUT = 600
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+class Deployment:
+    """The compose file's code server and daemon as processes, with their env and logs."""
+
+    def __init__(self, tmp_path: Path, postgres: Postgres):
+        self.home = tmp_path / "dagster_home"
+        self.home.mkdir()
+        shutil.copy(ROOT / "deploy" / "dagster.yaml", self.home / "dagster.yaml")
+        self.warehouse_uri = str(tmp_path / "warehouse")
+        self.env = {
+            **os.environ,
+            **postgres.env(),
+            "DAGSTER_HOME": str(self.home),
+            "TRACELAKE_SOURCE": str(tmp_path / "source"),
+            "TRACELAKE_WAREHOUSE": self.warehouse_uri,
+            "TRACELAKE_STORES": str(tmp_path / "stores"),
+        }
+        self.port = _free_port()
+        self.workspace = tmp_path / "workspace.yaml"
+        server = {"host": "127.0.0.1", "port": self.port, "location_name": "tracelake"}
+        self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}))
+        self.logs = tmp_path / "logs"
+        self.logs.mkdir()
+        self.processes: list[subprocess.Popen] = []
+
+    def start(self, name: str, argv: list[str]) -> None:
+        out = (self.logs / f"{name}.log").open("w")
+        # own process group: the daemon and the code server start children of their own
+        self.processes.append(
+            subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        )
+
+    def up(self) -> None:
+        self.start(
+            "code",
+            [str(BIN / "dagster"), "api", "grpc", "--host", "127.0.0.1", "--port", str(self.port)]
+            + ["-m", "pipelines.definitions"],
+        )
+        try:
+            wait_until(lambda: _listening(self.port), 180, f"the code server on port {self.port}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.log('code')}") from None
+        self.start("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace)])
+
+    def launch(self, day: date) -> str:
+        """Submit the nightly job for ``day`` the way the UI does: into the queue."""
+        run_id = str(uuid.uuid4())
+        launched = subprocess.run(
+            [str(BIN / "dagster"), "job", "launch", "-w", str(self.workspace), "-j", "nightly"]
+            + ["--tags", json.dumps({"dagster/partition": day.isoformat()}), "--config-json", IN_PROCESS]
+            + ["--run-id", run_id],
+            cwd=ROOT,
+            env=self.env,
+            capture_output=True,
+            text=True,
+        )
+        assert launched.returncode == 0, f"dagster job launch failed for {day}:\n{launched.stderr[-3000:]}"
+        return run_id
+
+    def log(self, name: str) -> str:
+        return "\n".join((self.logs / f"{name}.log").read_text().splitlines()[-40:])
+
+    def down(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=30)
+
+
+def _finished(instance: dg.DagsterInstance, run_ids: list[str]) -> bool:
+    runs = [instance.get_run_by_id(r) for r in run_ids]
+    return all(r is not None and r.is_finished for r in runs)
+
+
+def _state(warehouse: Warehouse) -> dict[str, tuple[int | None, int]]:
+    return {t: (warehouse.version(t), warehouse.read(t).height) for t in TABLES}
+
+
+@pytest.fixture
+def deployment(tmp_path, postgres, monkeypatch):
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    deployment = Deployment(tmp_path, postgres)
+    try:
+        yield deployment
+    finally:
+        deployment.down()
+
+
+def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_path):
+    made = {}
+    for day in DAYS:
+        summary = generate(
+            deployment.env["TRACELAKE_SOURCE"],
+            calls=60,
+            days=1,
+            seed=11,
+            end=day,
+            stores_out=deployment.env["TRACELAKE_STORES"],
+        )
+        made[day] = summary.calls
+    deployment.up()
+    instance = dg.DagsterInstance.from_config(str(deployment.home))
+    warehouse = Warehouse(uri=deployment.warehouse_uri)
+
+    def run_all(days: list[date]) -> list[str]:
+        run_ids = [deployment.launch(day) for day in days]
+        wait_until(lambda: _finished(instance, run_ids), RUN_TIMEOUT, f"runs {run_ids}\n{deployment.log('daemon')}")
+        for run_id in run_ids:
+            status = instance.get_run_by_id(run_id).status
+            assert status == dg.DagsterRunStatus.SUCCESS, f"{run_id} {status}\n{deployment.log('daemon')}"
+        return run_ids
+
+    # two days at once: each lands in full, and only once
+    both = run_all(DAYS)
+    calls = warehouse.read("calls").group_by("occurred_date").len()
+    assert dict(calls.iter_rows()) == made
+    assert warehouse.read("calls")["call_id"].n_unique() == sum(made.values())
+    state = _state(warehouse)
+    assert state["retention"][1] == sum(made.values())
+
+    # the first day again
+    again = run_all(DAYS[:1])
+    assert _state(warehouse) == state, "re-running the day changes no row count and makes no Delta version"
+    checks = warehouse.read("rot_checks").group_by("occurred_date").agg(pl.len(), pl.col("checked_at").n_unique())
+    per_day = {day: (n, times) for day, n, times in checks.iter_rows()}
+    assert per_day == {DAYS[0]: (2 * made[DAYS[0]], 2), DAYS[1]: (made[DAYS[1]], 1)}, "one new check per call"
+
+    # what the instance stored, read from Postgres itself
+    run_ids = both + again
+    runs = dict(postgres.query("SELECT run_id, status FROM runs"))
+    assert {runs[r] for r in run_ids} == {"SUCCESS"}
+    events = pl.DataFrame(
+        postgres.query("SELECT run_id, dagster_event_type FROM event_logs WHERE run_id = ANY(%s)", run_ids),
+        schema=["run_id", "event"],
+        orient="row",
+    )
+    per_run = events.group_by("run_id").agg(pl.col("event"))
+    for run_id, kinds in per_run.iter_rows():
+        assert {"PIPELINE_ENQUEUED", "PIPELINE_STARTING", "PIPELINE_SUCCESS"} <= set(kinds), (
+            f"{run_id} did not go through the queue"
+        )
+        assert "ASSET_MATERIALIZATION" in kinds
+    assert per_run.height == len(run_ids)
+    # the daemon's scheduler keeps the state of each running schedule in schedule storage
+    bodies = [body for (body,) in postgres.query("SELECT instigator_body FROM instigators")]
+    schedules = {name for body in bodies for name in re.findall(r'"job_name": ?"([^"]+)"', body)}
+    assert {"nightly_schedule", "maintenance_schedule", "retention_sweep_schedule"} <= schedules, bodies[:1]
+    assert "warehouse" in {k for (k,) in postgres.query("SELECT DISTINCT concurrency_key FROM concurrency_slots")}
+    daemons = {t for (t,) in postgres.query("SELECT daemon_type FROM daemon_heartbeats")}
+    assert {"QUEUED_RUN_COORDINATOR", "SCHEDULER", "MONITORING"} <= daemons
