@@ -20,6 +20,7 @@ def day_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) ->
     """The partition's day."""
     return date.fromisoformat(context.partition_key)
 
+
 # Replay candidates: a dynamic dimension whose keys are the registry's slugs
 # (synced by the candidate sensor). Dynamic partition names are instance-global,
 # hence the namespace.
