@@ -46,6 +46,20 @@ def _call_or_fail(warehouse, call_id: str) -> dict:
     return call
 
 
+def _stored_form(raw: str) -> str | None:
+    """A personal user id (an email, a phone) as ingest stored it: its keyed pseudonym."""
+    from pipelines.redact import KeyRing, MissingKey, stored_id
+    from pipelines.redact.identifiers import personal_entity
+
+    if personal_entity(raw) is None:
+        return raw
+    try:
+        keys = KeyRing.from_env()
+    except MissingKey as e:
+        _fail(f"{e} (the key ingest used, to find the pseudonym of a personal user id)", 2)
+    return stored_id(raw, keys)
+
+
 @app.command("find")
 def find_command(
     user_id: str = typer.Option(..., "--user-id", help="The user's id as the application logged it"),
@@ -59,7 +73,7 @@ def find_command(
     first, last = _time(start, "--from"), _time(end, "--to")
     if last <= first:
         raise typer.BadParameter(f"--to {end} is not after --from {start}", param_hint="--to")
-    found = find_traces(_warehouse(), stored_user_ids(user_id), first, last, service)
+    found = find_traces(_warehouse(), stored_user_ids(user_id, _stored_form), first, last, service)
     if found.is_empty():
         console.print(
             f"no traces for that user between {first:%Y-%m-%d %H:%M} and {last:%Y-%m-%d %H:%M} UTC", soft_wrap=True

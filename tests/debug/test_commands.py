@@ -96,3 +96,13 @@ def test_siblings_ranks_known_good_calls_and_lists_differences(run, demo_day):
     assert good["status"] == "ok" and not good["feedback"]
     assert good["template_version"] == "v3" and good["service"] == "support.answer"
     assert json.loads(good["template_variables_json"])["language_name"] == "Brazilian Portuguese"
+
+
+def test_find_looks_a_personal_user_id_up_by_its_stored_pseudonym():
+    from pipelines.cli.debug import _stored_form
+    from pipelines.redact import KeyRing, stored_id
+
+    email = "ana.souza@gmail.com"
+    pseudonym = _stored_form(email)
+    assert pseudonym == stored_id(email, KeyRing.from_env()) and email not in pseudonym
+    assert _stored_form("u-007-00042") == "u-007-00042"  # not personal: stored as given
