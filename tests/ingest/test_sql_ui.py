@@ -103,7 +103,7 @@ def test_readme_names_are_the_asset_graph():
     text = README.read_text()
     section = text[text.index("## What runs") : text.index("## Tables")]
     diagram = section[section.index("```") : section.index("```", section.index("```") + 3)]
-    named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b|\b(?:calls|spans|traces|quarantine|retention)\b", diagram))
+    named = set(re.findall(r"\b[a-z]+(?:_[a-z]+)+\b|\b(?:calls|spans|traces|quarantine|retention|replays)\b", diagram))
     named -= {"raw_traces"}  # named in the diagram as the multi-asset's op, which it is
     assert named <= assets | {"retention_sweep"}, named - assets
     assert assets <= named, f"assets the README's diagram leaves out: {assets - named}"
