@@ -42,7 +42,7 @@ def _read(source: ObjectStore, info: ObjectInfo) -> SourceObject:
     try:
         return SourceObject(**fields, data=source.read(info.key))
     except CorruptObject as e:
-        return SourceObject(**fields, read_error=str(e))
+        return SourceObject(**fields, data=e.partial, read_error=str(e))
 
 
 def _last_etags(warehouse: Warehouse, keys: list[str]) -> dict[str, str]:

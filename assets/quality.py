@@ -29,6 +29,8 @@ def _day_rows(warehouse: Warehouse, table: str, day) -> tuple[pl.DataFrame, dict
         return warehouse.read("spans", on_day), {"calls": warehouse.read("calls", on_day, ["call_id"])}
     if table in ("calls", "traces"):
         return warehouse.read(table, on_day), {}
+    if table == "agent_events":  # the judge stage's agent log: its llm.call events need call rows
+        return warehouse.read(table, on_day), {"calls": warehouse.read("calls", on_day, ["call_id"])}
     log = warehouse.read("ingest_log", pl.col("partition_date") == day)
     if table == "ingest_log":
         return log, {}
@@ -38,11 +40,11 @@ def _day_rows(warehouse: Warehouse, table: str, day) -> tuple[pl.DataFrame, dict
     return rows, {}
 
 
-def quality_check(table: str) -> dg.AssetChecksDefinition:
+def quality_check(table: str, blocking: bool = True) -> dg.AssetChecksDefinition:
     @dg.asset_check(
         asset=table,
         name=f"{table}_quality",
-        blocking=True,
+        blocking=blocking,
         partitions_def=daily,
         description=f"Great Expectations suite for one day of `{table}`: keys, hashes, times, counts.",
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dagster as dg
 
-from assets import ingest, maintenance, quality, retention, rot
+from assets import ingest, judge, maintenance, quality, replay, retention, rot
 from pipelines.jobs import jobs
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
@@ -20,11 +20,20 @@ def build(settings: Settings | None = None) -> dg.Definitions:
             retention.retention,
             retention.retention_coverage,
             rot.rot_checks,
+            replay.replays,
+            replay.replay_summary,
+            *judge.assets,
         ],
-        asset_checks=[*quality.checks, rot.rot_rate_jump],
+        asset_checks=[*quality.checks, rot.rot_rate_jump, *judge.checks],
         jobs=jobs,
         schedules=[*schedules, retention.retention_sweep_schedule, maintenance.maintenance_schedule],
-        sensors=sensors,
+        sensors=[
+            *sensors,
+            replay.candidate_partitions_sync,
+            replay.nightly_replay,
+            replay.replay_automation,
+            judge.judge_alerts,
+        ],
         resources=settings.resources(),
     )
 

@@ -18,11 +18,13 @@ from functools import partial
 from multiprocessing import get_context
 from typing import Any
 
-from pipelines.formats import Normalized, Problem, SourceRef, normalize_object
+from pipelines.formats import Normalized, Problem, SourceRef, is_line_delimited, normalize_object
 from pipelines.formats.assembly import assemble, carry_over, refinalize
 from pipelines.formats.base import Fragment
 from pipelines.formats.langfuse_export import awaiting_manifest
 from pipelines.record.canonical import record_sha256, sha256_hex
+from pipelines.record.rows import misfits
+from pipelines.record.schema import TABLES
 
 # Only the ingest_log columns that describe the outcome take part in its
 # change guard; run ids and times do not.
@@ -94,6 +96,54 @@ def _quarantine_row(obj: SourceObject, problem: Problem, fmt: str | None, run_id
     }
 
 
+def _normalize_truncated(
+    obj: SourceObject, source: SourceRef, overrides: Mapping[str, str] | None
+) -> tuple[str | None, Normalized]:
+    """A line-delimited object whose compressed stream broke off: the complete
+    lines before the break are ingested, the line cut by the break is
+    quarantined, and the object is marked corrupt. Nothing vanishes."""
+    data = obj.data or b""
+    complete, _, tail = data.rpartition(b"\n")
+    fmt, result = normalize_object(complete + b"\n", source, overrides) if complete else (None, Normalized())
+    result.problems.append(Problem("corrupt_object", f"{obj.read_error}; the records before the break are ingested"))
+    if tail.strip():
+        line = complete.count(b"\n") + 2 if complete else 1
+        problem = Problem("corrupt_object", "the stream ends inside this record", line, len(complete) + 1)
+        result.problems.append(problem)
+        result.records_read += 1
+    return fmt, result
+
+
+def _quarantine_misfits(result: Normalized) -> None:
+    """Check every row against its table's Arrow schema before any batch is
+    converted: a record with a value that does not fit (a string where a
+    number belongs) is quarantined by line, with all its rows, instead of
+    failing the conversion of the whole day."""
+    bad: dict[int | None, str] = {}
+    unplaced: dict[str, set[int]] = {"calls": set(), "spans": set()}
+    for table, rows in (("calls", result.calls), ("spans", result.spans)):
+        for i, column in misfits(rows, TABLES[table]).items():
+            line = rows[i].get("source_line")
+            bad.setdefault(line, f"{table}.{column}")
+            if line is None:
+                unplaced[table].add(i)  # a row no line can name: drop it alone
+    if not bad:
+        return
+    for line, column in bad.items():
+        message = f"a value does not fit column {column}; check that field's type at the source"
+        result.problems.append(Problem("wrong_type", message, line))
+
+    def keep(table: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [
+            r
+            for i, r in enumerate(rows)
+            if i not in unplaced[table] and (r.get("source_line") is None or r.get("source_line") not in bad)
+        ]
+
+    result.calls = keep("calls", result.calls)
+    result.spans = keep("spans", result.spans)
+
+
 def ingest_object(
     obj: SourceObject,
     partition_date: date,
@@ -104,10 +154,13 @@ def ingest_object(
     """One object -> its rows, its quarantine entries and its ingest_log row."""
     source = SourceRef(uri=obj.uri, key=obj.key, etag=obj.etag)
     fmt: str | None = None
-    if obj.read_error is not None:
+    if obj.read_error is not None and obj.data and is_line_delimited(obj.key):
+        fmt, result = _normalize_truncated(obj, source, overrides)
+    elif obj.read_error is not None:
         result = Normalized(problems=[Problem("corrupt_object", obj.read_error)])
     else:
         fmt, result = normalize_object(obj.data or b"", source, overrides)
+    _quarantine_misfits(result)
     for row in (*result.calls, *result.spans):
         row["ingested_at"] = now
 
@@ -116,7 +169,7 @@ def ingest_object(
     if ingested + quarantined != result.records_read:  # a format module lost a record: a bug, not bad data
         raise AssertionError(f"{obj.key}: read {result.records_read}, ingested {ingested}, quarantined {quarantined}")
     object_failed = any(p.scope == "object" for p in result.problems)
-    status = "failed" if object_failed else ("partial" if quarantined else "ok")
+    status = "failed" if object_failed and not ingested else ("partial" if quarantined or object_failed else "ok")
     log_row = {
         "source_key": obj.key,
         "etag": obj.etag,

@@ -8,7 +8,7 @@ from assets.maintenance import maintenance
 from assets.retention import retention_sweep
 from pipelines.pod_resources import HEAVY
 
-STAGES = ("ingest", "retention", "rot")
+STAGES = ("ingest", "retention", "rot", "judge")
 
 stage_jobs = {
     stage: dg.define_asset_job(
@@ -25,4 +25,11 @@ nightly = dg.define_asset_job(
     description="Every stage for one day, in order: " + " -> ".join(STAGES) + ".",
     tags=HEAVY["nightly"],
 )
-jobs = [*stage_jobs.values(), nightly, retention_sweep, maintenance]
+# Replay is candidate x day (partitions from its assets), so it cannot be part of the daily nightly job: the
+# nightly_replay sensor starts one run of it per active candidate after nightly succeeds.
+replay = dg.define_asset_job(
+    "replay",
+    selection=dg.AssetSelection.groups("replay"),
+    description="The replay stage for one candidate x day: replays, then replay_summary.",
+)
+jobs = [*stage_jobs.values(), nightly, retention_sweep, replay, maintenance]

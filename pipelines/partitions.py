@@ -19,3 +19,24 @@ daily = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC", end_
 def day_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> date:
     """The partition's day."""
     return date.fromisoformat(context.partition_key)
+
+
+# Replay candidates: a dynamic dimension whose keys are the registry's slugs
+# (synced by the candidate sensor). Dynamic partition names are instance-global,
+# hence the namespace.
+CANDIDATE_PARTITIONS = "tracelake_candidate"
+candidates = dg.DynamicPartitionsDefinition(name=CANDIDATE_PARTITIONS)
+candidate_days = dg.MultiPartitionsDefinition({"candidate": candidates, "day": daily})
+
+
+def candidate_day_key(candidate: str, day: date | str) -> dg.MultiPartitionKey:
+    return dg.MultiPartitionKey({"candidate": candidate, "day": str(day)})
+
+
+def candidate_day_of(context: dg.AssetExecutionContext) -> tuple[str, date]:
+    """(candidate slug, day) of a candidate x day partition."""
+    key = context.partition_key
+    if not isinstance(key, dg.MultiPartitionKey):
+        key = candidate_days.get_partition_key_from_str(key)
+    keys = key.keys_by_dimension
+    return keys["candidate"], date.fromisoformat(keys["day"])

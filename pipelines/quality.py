@@ -109,6 +109,31 @@ def _quarantine_frame(frame: pl.DataFrame, _: dict[str, pl.DataFrame]) -> pl.Dat
     return frame.select("quarantine_id", "source_key", "error_class", "message", "line")
 
 
+def _agent_events_frame(frame: pl.DataFrame, others: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The judge stage's rules on the agent log itself: llm.call events have call rows, tool
+    events say whether they succeeded, and a session.end's reported tokens match its calls."""
+    call_ids = others.get("calls", pl.DataFrame({"call_id": []}, schema={"call_id": pl.String}))["call_id"]
+    kind = pl.col("event_type")
+    call_tokens = (
+        frame.filter(kind == "llm.call")
+        .group_by("trace_id")
+        .agg((pl.col("tokens_in").fill_null(0) + pl.col("tokens_out").fill_null(0)).sum().alias("calls_total"))
+    )
+    return frame.join(call_tokens, on="trace_id", how="left").select(
+        "event_key",
+        "event_type",
+        ((kind != "llm.call") | pl.col("call_id").is_in(call_ids.implode()).fill_null(False)).alias(
+            "llm_call_has_call_row"
+        ),
+        ((kind != "tool.invoke") | pl.col("tool_success").is_not_null()).alias("tool_success_set"),
+        (
+            (kind != "session.end")
+            | pl.col("session_total_tokens").is_null()
+            | (pl.col("session_total_tokens") == pl.col("calls_total").fill_null(0))
+        ).alias("session_tokens_match_calls"),
+    )
+
+
 def _expectations(table: str, now: datetime) -> list[Any]:
     import great_expectations as gx
 
@@ -162,6 +187,12 @@ def _expectations(table: str, now: datetime) -> list[Any]:
             e.ExpectColumnPairValuesToBeEqual(column_A="records_read", column_B="records_accounted"),
             e.ExpectColumnValuesToBeInSet(column="status", value_set=["ok", "partial", "failed"]),
         ],
+        "agent_events": [
+            e.ExpectColumnValuesToBeUnique(column="event_key"),
+            e.ExpectColumnValuesToBeInSet(column="llm_call_has_call_row", value_set=[True]),
+            e.ExpectColumnValuesToBeInSet(column="tool_success_set", value_set=[True]),
+            e.ExpectColumnValuesToBeInSet(column="session_tokens_match_calls", value_set=[True]),
+        ],
         "quarantine": [
             e.ExpectColumnValuesToBeUnique(column="quarantine_id"),
             e.ExpectColumnValuesToNotBeNull(column="error_class"),
@@ -178,6 +209,7 @@ FRAMES: dict[str, Callable[[pl.DataFrame, dict[str, pl.DataFrame]], pl.DataFrame
     "traces": _traces_frame,
     "ingest_log": _ingest_log_frame,
     "quarantine": _quarantine_frame,
+    "agent_events": _agent_events_frame,
 }
 
 

@@ -12,6 +12,8 @@ LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
 ``api`` when ``ANTHROPIC_API_KEY`` is set, else ``off``);
 ``TRACELAKE_LLM_URL`` is the simulator's URL (``ANTHROPIC_BASE_URL`` for
 ``api``); ``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
+Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
+``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import dagster as dg
+
+from pipelines.resources.candidates import CandidateRegistry
+from pipelines.resources.judge import AlertWebhook, JudgePolicy
 from pipelines.resources.llm import LLM
 from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
@@ -79,6 +85,9 @@ class Settings:
     llm_backend: str = "off"
     llm_base_url: str | None = None
     llm_budget_usd: float | None = None
+    candidates_uri: str = str(HOME / "candidates")
+    judge_policy: str | None = None
+    alert_webhook: bool = False
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -99,6 +108,9 @@ class Settings:
             llm_backend=_env("TRACELAKE_LLM", "api" if _env("ANTHROPIC_API_KEY") else "off"),
             llm_base_url=_env("TRACELAKE_LLM_URL", _env("ANTHROPIC_BASE_URL")),
             llm_budget_usd=float(budget) if (budget := _env("TRACELAKE_LLM_BUDGET_USD")) else None,
+            candidates_uri=_env("TRACELAKE_CANDIDATES", str(HOME / "candidates")),
+            judge_policy=_env("TRACELAKE_JUDGE_POLICY"),
+            alert_webhook=_env("TRACELAKE_ALERT_WEBHOOK") is not None,
         )
 
     def object_store(self) -> ObjectStore:
@@ -153,6 +165,10 @@ class Settings:
             budget_usd=self.llm_budget_usd,
         )
 
+    def candidate_registry(self) -> CandidateRegistry:
+        """Replay candidates: TRACELAKE_CANDIDATES, a folder or s3:// prefix of <slug>.yaml files."""
+        return CandidateRegistry(uri=self.candidates_uri, endpoint_url=self.endpoint_url, region=self.region)
+
     def resources(self) -> dict[str, object]:
         return {
             "source": self.object_store(),
@@ -161,4 +177,8 @@ class Settings:
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
             **self.ingredient_stores(),
             "llm": self.llm(),
+            "candidate_registry": self.candidate_registry(),
+            "judge_policy": JudgePolicy(path=self.judge_policy),
+            # the URL is a secret: an environment reference, resolved when a run starts
+            "alert_webhook": AlertWebhook(url=dg.EnvVar("TRACELAKE_ALERT_WEBHOOK") if self.alert_webhook else None),
         }

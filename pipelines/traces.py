@@ -35,6 +35,31 @@ def _session_attributes(spans: pl.DataFrame, kind: str) -> dict[str, dict]:
     return {r["trace_id"]: json.loads(r["attributes_json"] or "{}") for r in rows}
 
 
+def _span_sum(column: str) -> pl.Expr:
+    # model calls recorded without content (a flat log line) are spans of kind llm_call with no call;
+    # other spans' tokens (an agent span's aggregate) would count the calls twice
+    values = pl.col(column).filter(pl.col("call_id").is_null() & (pl.col("kind") == "llm_call"))
+    return pl.when(values.is_not_null().any()).then(values.sum()).otherwise(None).alias(f"span_{column}")
+
+
+def _first_attribute(name: str) -> pl.Expr:
+    found = pl.col("attributes_json").str.json_path_match(f"$.{name}")
+    return found.drop_nulls().first().alias(f"attribute_{name}")
+
+
+def _total(*values):
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+def _outcome(end: dict, errors: int, escalated: bool) -> str:
+    if end.get("outcome"):
+        return end["outcome"]
+    if end.get("terminated"):
+        return "terminated"  # the agent was stopped (a step limit, a guard): not a success
+    return "error" if errors else ("escalated" if escalated else "ok")
+
+
 def rollup(calls: pl.DataFrame, spans: pl.DataFrame, day: date, now: datetime) -> list[dict]:
     """`traces` rows for the traces that started on ``day``."""
     if spans.is_empty():
@@ -48,7 +73,11 @@ def rollup(calls: pl.DataFrame, spans: pl.DataFrame, day: date, now: datetime) -
         pl.len().alias("span_count"),
         pl.col("kind").is_in(["llm_call", "tool", "think", "state"]).sum().alias("step_count"),
         (pl.col("kind") == "tool").sum().alias("tool_call_count"),
-        ((pl.col("status") == "error") & (pl.col("kind") != "llm_call")).sum().alias("span_errors"),
+        # a call's error is counted with the calls; an llm span without a call (a flat log line) counts here
+        ((pl.col("status") == "error") & pl.col("call_id").is_null()).sum().alias("span_errors"),
+        # tokens and cost of model calls known only as spans (flat agent logs): added to the calls' totals
+        *(_span_sum(name) for name in ("input_tokens", "output_tokens", "cost_usd")),
+        *(_first_attribute(name) for name in ("user_tier", "feature_flag", "model")),
     )
     call_totals = calls.group_by("trace_id").agg(
         pl.col("user_id").drop_nulls().first(),
@@ -74,7 +103,13 @@ def rollup(calls: pl.DataFrame, spans: pl.DataFrame, day: date, now: datetime) -
         errors = (r["call_errors"] or 0) + (r["span_errors"] or 0)
         escalated = bool(r["escalated"]) or end.get("outcome") == "escalated"
         negative = bool(r["negative_feedback"]) or str(end.get("feedback", "")).lower() in NEGATIVE_LABELS
-        segment = r["segment"] or start.get("segment")
+        segment = r["segment"] or start.get("segment") or _flat_segment(r)
+        span_tokens = _total(r["span_input_tokens"], r["span_output_tokens"])
+        input_tokens = _total(r["input_tokens"], r["span_input_tokens"])
+        output_tokens = _total(r["output_tokens"], r["span_output_tokens"])
+        total_tokens = _total(r["total_tokens"], span_tokens)
+        cost = _total(r["cost_usd"], r["span_cost_usd"])
+        models = r["models"] or ([r["attribute_model"]] if r["attribute_model"] else [])
         row = {
             "trace_id": r["trace_id"],
             "session_id": r["session_id"],
@@ -91,13 +126,14 @@ def rollup(calls: pl.DataFrame, spans: pl.DataFrame, day: date, now: datetime) -
             "span_count": r["span_count"],
             "step_count": r["step_count"],
             "tool_call_count": r["tool_call_count"],
-            "input_tokens": r["input_tokens"],
-            "output_tokens": r["output_tokens"],
-            "total_tokens": r["total_tokens"],
-            "cost_usd": r["cost_usd"],
-            "models": r["models"] or [],
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            # a session.end that states its totals fills what no call or span counted
+            "total_tokens": total_tokens if total_tokens is not None else _int_or_none(end.get("total_tokens")),
+            "cost_usd": cost if cost is not None else _float_or_none(end.get("total_cost_usd")),
+            "models": models,
             "error_count": errors,
-            "outcome": end.get("outcome") or ("error" if errors else ("escalated" if escalated else "ok")),
+            "outcome": _outcome(end, errors, escalated),
             "negative_feedback": negative,
             "escalated": escalated,
         }
@@ -114,3 +150,16 @@ def _as_map(segment) -> dict[str, str] | None:
     if isinstance(segment, dict):
         return {str(k): str(v) for k, v in segment.items()}
     return {item["key"]: item["value"] for item in segment}
+
+
+def _flat_segment(r: dict) -> dict[str, str] | None:
+    segment = {k: r[f"attribute_{k}"] for k in ("user_tier", "feature_flag") if r[f"attribute_{k}"] is not None}
+    return segment or None
+
+
+def _int_or_none(value) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _float_or_none(value) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
@@ -85,6 +86,31 @@ def demo_data(
     )
 
 
+@contextmanager
+def _demo_llm(settings):
+    """The LLM the demo replays against: tracelake's simulator, in-process on a free
+    loopback port, unless the environment names a real backend (TRACELAKE_LLM / ANTHROPIC_API_KEY)."""
+    if settings.llm_backend not in ("off", "simulator") or (
+        settings.llm_backend == "simulator" and settings.llm_base_url
+    ):
+        yield
+        return
+    from pipelines.simulator import running
+
+    with running() as sim:
+        saved = {k: os.environ.get(k) for k in sim.env()}
+        os.environ.update(sim.env())
+        console.print(f"[magenta]LLM simulator[/] at {sim.url}: every replay output below is simulated")
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
 @app.command()
 def demo(
     calls: int = typer.Option(2000, help="Model calls per day"),
@@ -92,17 +118,27 @@ def demo(
     seed: int = typer.Option(7, help="Random seed"),
 ) -> None:
     """Generate demo traces, run the nightly job on each day, and show what was produced."""
+    from pipelines.cli.replay import run_replay_stage
+    from pipelines.demo.registry import install
     from pipelines.redact.keys import DEMO_VARIABLE
+    from pipelines.settings import Settings
 
     last = _yesterday()
+    first = last - timedelta(days=days - 1)
     # the demo opts into the published demo hash key (unless a real one is set), and
     # its partitions start on its first day (read when the definitions are built below)
     if not os.environ.get("TRACELAKE_HASH_KEY", "").strip():
         os.environ[DEMO_VARIABLE] = "1"
-    os.environ.setdefault("TRACELAKE_START_DATE", (last - timedelta(days=days - 1)).isoformat())
+    os.environ.setdefault("TRACELAKE_START_DATE", first.isoformat())
     demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
-    run(stage="nightly", day=(last - timedelta(days=days - 1)).isoformat(), to=last.isoformat())
+    run(stage="nightly", day=first.isoformat(), to=last.isoformat())
+    settings = Settings.from_env()
+    with _demo_llm(settings):
+        run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
     tables()
+    from pipelines.cli.judge import show_rates
+
+    show_rates(last - timedelta(days=days - 1), last)
     out.print(
         "\nTry:\n"
         '  tracelake sql "SELECT service, count(*) AS calls, avg(latency_ms) AS avg_ms, '
@@ -110,6 +146,7 @@ def demo(
         '  tracelake sql "SELECT status, count(*) AS calls FROM rot_checks GROUP BY status"\n'
         "  export TRACELAKE_DEMO=1    (other commands then use the demo hash key, as this run did)\n"
         "  tracelake rot CALL_ID      (why a call's request no longer re-renders)\n"
+        "  tracelake replay-report --candidate support-answer-v4   (per-segment replay summary + plot)\n"
         "  make ui                    (the Dagster UI)",
         soft_wrap=True,
     )
@@ -136,6 +173,11 @@ def run(
         KeyRing.from_env()  # before any run starts: a missing hash key is an error, not the demo key
     except MissingKey as e:
         raise typer.BadParameter(str(e)) from None
+    if stage == "replay":  # candidate x day: every active candidate in the registry
+        from pipelines.cli.replay import run_replay_stage
+
+        run_replay_stage(days[0], days[-1])
+        return
     job = build().resolve_job_def(stage)  # resources from the environment as it is now
     instance = _instance()
     failed = []

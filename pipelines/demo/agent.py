@@ -243,7 +243,51 @@ def session_events(rng: random.Random, customer: Customer, start: datetime, trac
     if rng.random() < (0.3 if outcome != "success" else 0.05):
         end["feedback"] = "down"
     s.emit("session.end", end)
+    if outcome == "success":
+        _plant(s.events, trace_id)
+    if _unit(f"late|{trace_id}") < LATE_WRITE_SHARE:
+        # a cache write logged after the session ended: the state validator's message_after_interrupt
+        # (its id from a hash, not the random stream, so every other session stays as it was)
+        late = dict(s.events[-1], event_id=request_sha256({"late": trace_id})[:16], event_type="state.mutate")
+        late.update(step_index=len(s.events), timestamp=s.clock.isoformat())
+        late["payload"] = {"key": f"sessions/{s.session_id}/summary", "value": {"outcome": outcome}}
+        s.events.append(late)
     return s.events
+
+
+# Semantic errors the judge stage should find, planted by a hash of the trace id so that the
+# random stream (and so every other session and call of the demo) stays as it was.
+UPSTREAM_SHARE, TOOL_ERROR_SHARE, LATE_WRITE_SHARE = 0.03, 0.02, 0.02
+
+
+def _unit(text: str) -> float:
+    return int(request_sha256({"plant": text})[:8], 16) / 16**8
+
+
+def _plant(events: list[dict[str, Any]], trace_id: str) -> None:
+    u = _unit(trace_id)
+    tools = [e for e in events if e["event_type"] == "tool.invoke"]
+    if u < UPSTREAM_SHARE:
+        # the order lookup came back empty; the agent refunds and answers as if it had found the order
+        tool, content = tools[0], "[]"
+        tool["payload"]["result"] = []
+    elif u < UPSTREAM_SHARE + TOOL_ERROR_SHARE:
+        # the refund failed; the agent answers that it refunded
+        tool, content = tools[-1], "refund service unavailable (HTTP 503)"
+        tool["payload"].update(result={"error": "refund service unavailable"}, is_error=True, http_status=503)
+    else:
+        return
+    # what the later model calls were shown changes with it; their recorded hashes follow
+    for event in events:
+        if event["event_type"] != "llm.call" or event["step_index"] < tool["step_index"]:
+            continue
+        request = event["payload"]["request"]
+        for message in request["messages"]:
+            for block in message["content"] if isinstance(message["content"], list) else []:
+                if block.get("type") == "tool_result" and block.get("tool_use_id") == tool["payload"]["tool_call_id"]:
+                    block["content"] = content
+                    block["is_error"] = bool(tool["payload"].get("is_error"))
+        event["payload"]["rendered_request_sha256"] = request_sha256(request)
 
 
 def _compact(value: Any) -> str:

@@ -8,12 +8,13 @@ objects are detected from their first row.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
+from itertools import islice
 from types import ModuleType
 
 from pipelines.formats import (
     agent_events,
+    agent_log_lines,
     anthropic_batch,
     anthropic_messages,
     frozen_call,
@@ -23,11 +24,21 @@ from pipelines.formats import (
     otlp_json,
     phoenix,
 )
-from pipelines.formats.base import Normalized, Problem, RawRecord, SourceRef, is_parquet, parquet_records
+from pipelines.formats.base import (
+    UNEXPECTED,
+    Normalized,
+    Problem,
+    RawRecord,
+    SourceRef,
+    is_parquet,
+    json_records,
+    parquet_records,
+)
 
 FORMATS: dict[str, ModuleType] = {
     frozen_call.FORMAT: frozen_call,
     agent_events.FORMAT: agent_events,
+    agent_log_lines.FORMAT: agent_log_lines,
     otlp_json.FORMAT: otlp_json,
     phoenix.FORMAT: phoenix,
     langfuse_api.FORMAT: langfuse_api,
@@ -37,6 +48,8 @@ FORMATS: dict[str, ModuleType] = {
     anthropic_messages.FORMAT: anthropic_messages,
 }
 LINE_SUFFIXES = (".jsonl", ".ndjson")
+# records looked at to tell an object's format
+DETECT_RECORDS = 20
 COMPRESSION_SUFFIXES = (".gz", ".zst")
 
 
@@ -53,17 +66,14 @@ def is_line_delimited(key: str) -> bool:
 
 
 def _first_record(data: bytes) -> object | None:
+    """The first record that parses (of the first few): one bad record at the
+    top of an object must not hide its format."""
     if is_parquet(data):
         first = next(iter(parquet_records(data, limit=1)), None)
         return first.value if isinstance(first, RawRecord) else None
-    head = data.lstrip()
-    first_line = head.split(b"\n", 1)[0]
-    for candidate in (first_line, head):
-        try:
-            value = json.loads(candidate)
-        except (ValueError, UnicodeDecodeError):
-            continue
-        return value[0] if isinstance(value, list) and value else value
+    for item in islice(json_records(data), DETECT_RECORDS):
+        if isinstance(item, RawRecord):
+            return item.value
     return None
 
 
@@ -101,7 +111,14 @@ def normalize_object(
         return None, Normalized(problems=[problem])
     if name not in FORMATS:
         raise ValueError(f"format override names unknown format {name!r}; known: {', '.join(FORMATS)}")
-    return name, FORMATS[name].normalize(data, source, lines=is_line_delimited(source.key))
+    try:
+        return name, FORMATS[name].normalize(data, source, lines=is_line_delimited(source.key))
+    except UNEXPECTED as e:
+        # a record a format did not foresee must not stop the day: the object is quarantined whole
+        problem = Problem(
+            "invalid_object", f"the {name} reader failed on this object ({type(e).__name__}); report it with the key"
+        )
+        return name, Normalized(problems=[problem])
 
 
 __all__ = ["FORMATS", "Normalized", "Problem", "SourceRef", "detect", "normalize_object"]

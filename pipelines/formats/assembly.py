@@ -71,13 +71,19 @@ def add_feedback(call: dict[str, Any], items: Iterable[dict[str, Any]]) -> bool:
     return bool(new)
 
 
+def _same_tool(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    if a.get("span_id"):
+        return a.get("span_id") == b.get("span_id")
+    if a.get("tool_call_id"):
+        return a.get("tool_call_id") == b.get("tool_call_id")
+    # a source that names neither: the same tool, input and time is the same execution
+    fields = ("name", "arguments_json", "result_json", "started_at")
+    return not b.get("span_id") and not b.get("tool_call_id") and all(a.get(f) == b.get(f) for f in fields)
+
+
 def _add_tool(call: dict[str, Any], execution: dict[str, Any]) -> bool:
     have = call.get("tool_executions") or []
-    if any(
-        (t.get("span_id") and t.get("span_id") == execution.get("span_id"))
-        or (not t.get("span_id") and t.get("tool_call_id") and t.get("tool_call_id") == execution.get("tool_call_id"))
-        for t in have
-    ):
+    if any(_same_tool(t, execution) for t in have):
         return False
     call["tool_executions"] = [*have, execution]
     return True

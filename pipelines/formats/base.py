@@ -8,17 +8,20 @@ hold PII. They say where it is and what was expected.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, Protocol, TypeVar
 
 import pydantic
 
 # A line longer than this is quarantined rather than parsed: one runaway
 # record must not take a worker's memory with it.
 MAX_RECORD_BYTES = 8 * 1024 * 1024
+M = TypeVar("M", bound=pydantic.BaseModel)
 
 
 @dataclass(frozen=True)
@@ -97,24 +100,149 @@ class RawRecord:
     value: Any
 
 
+class AmbiguousRecord(ValueError):
+    """An object with the same key twice: which value the producer meant is unknowable."""
+
+
+class NonFiniteNumber(ValueError):
+    """NaN or Infinity: Python's json accepts them, JSON and Arrow consumers do not."""
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        raise AmbiguousRecord
+    return value
+
+
+def _no_constant(_: str) -> Any:
+    raise NonFiniteNumber
+
+
+# Strict JSON: duplicate keys and NaN/Infinity are errors, not last-wins and floats.
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_constant=_no_constant)
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+# a JSON string (possibly unterminated) or a structural character: enough to find an element's end
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(?P<close>")?|[\[\]{},]', re.DOTALL)
+
+
+def _text(data: bytes) -> str:
+    return data.decode(json.detect_encoding(data))
+
+
+def strict_loads(data: bytes | str) -> Any:
+    """``json.loads`` that refuses duplicate keys (AmbiguousRecord) and NaN/Infinity (NonFiniteNumber)."""
+    return _DECODER.decode(_text(data) if isinstance(data, bytes) else data)
+
+
+def json_problem(error: BaseException) -> tuple[str, str]:
+    """(error_class, message) for a record that does not parse. Never quotes the record."""
+    if isinstance(error, AmbiguousRecord):
+        return "ambiguous_record", "an object in the record has the same key twice; fix the producer and re-deliver"
+    if isinstance(error, NonFiniteNumber):
+        return "invalid_json", "NaN or Infinity is not JSON; the producer must send a number or null"
+    if isinstance(error, RecursionError):
+        return "too_deep", "the record is nested too deeply to parse (over ~1000 levels); flatten it at the source"
+    return "invalid_json", f"expected JSON: {_json_reason(error)}"
+
+
+PARSE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError)
+
+
+def _element_end(text: str, start: int) -> int | None:
+    """Where the array element starting at ``start`` ends (the index of the
+    ``,`` or ``]`` after it), found without parsing it; None when the text ends first."""
+    depth = 0
+    for token in _TOKEN.finditer(text, start):
+        t = token.group()
+        if t[0] == '"':
+            if token.group("close") is None:
+                return None  # the string never ends
+            continue
+        if t in "[{":
+            depth += 1
+        elif t in "]}":
+            if depth == 0:
+                return token.start()
+            depth -= 1
+        elif depth == 0:
+            return token.start()
+    return None
+
+
+def _byte_offset(text: str, index: int) -> int:
+    return len(text[:index].encode())
+
+
+def _array_records(text: str, max_record_bytes: int) -> Iterator[RawRecord | Problem]:
+    """Elements of a JSON array one by one, so one bad or oversized element is
+    one quarantined record, not a failed object. Elements are numbered from 1."""
+    i = _WHITESPACE.match(text, text.index("[") + 1).end()
+    if text.startswith("]", i):
+        return
+    number = 0
+    while True:
+        number += 1
+        start = i
+        try:
+            value, end = _DECODER.raw_decode(text, i)
+        except PARSE_ERRORS as e:
+            error_class, message = json_problem(e)
+            found = _element_end(text, i)
+            yield Problem(error_class, f"array element: {message}", number, _byte_offset(text, start))
+            if found is None:
+                yield Problem("invalid_json", f"the array ends inside element {number}; the object is truncated")
+                return
+            end = found
+        else:
+            size = end - start
+            if size * 4 > max_record_bytes and (size := len(text[start:end].encode())) > max_record_bytes:
+                yield Problem(
+                    "oversized_record",
+                    f"array element is {size} bytes; the limit is {max_record_bytes}",
+                    number,
+                    _byte_offset(text, start),
+                )
+            else:
+                yield RawRecord(number, 0, value)
+        i = _WHITESPACE.match(text, end).end()
+        if text.startswith(",", i):
+            i = _WHITESPACE.match(text, i + 1).end()
+            continue
+        if text.startswith("]", i) and not text[i + 1 :].strip():
+            return
+        yield Problem("invalid_json", f"expected ',' or ']' after array element {number}")
+        return
+
+
 def json_records(
     data: bytes, *, lines: bool = False, max_record_bytes: int = MAX_RECORD_BYTES
 ) -> Iterator[RawRecord | Problem]:
     """Records of a JSON document, a JSON array, or JSON Lines.
 
     With ``lines`` (a ``.jsonl`` key) every non-blank line is a record.
-    Otherwise the object is parsed whole: an array is a list of records, an
+    Otherwise an array is a list of records (read element by element), an
     object is one record, and "extra data" after the first document means it
     was JSON Lines after all (the Collector's file exporter writes ``.json``
     files with one request per line). Lines are 1-based; array elements are
-    numbered like lines.
+    numbered like lines. Parsing is strict (see ``strict_loads``); a record
+    that fails is a Problem on its line, the others go on.
     """
     if not lines:
-        if len(data) > max_record_bytes and not data.lstrip().startswith(b"["):
+        stripped = data.lstrip()
+        if stripped.startswith(b"["):
+            try:
+                text = _text(data)
+            except UnicodeDecodeError as e:
+                yield Problem("invalid_json", f"expected UTF-8 JSON: {_json_reason(e)}")
+                return
+            yield from _array_records(text, max_record_bytes)
+            return
+        if len(data) > max_record_bytes:
             lines = True
         else:
             try:
-                value = json.loads(data)
+                value = strict_loads(data)
             except json.JSONDecodeError as e:
                 if e.msg != "Extra data":
                     yield Problem("invalid_json", f"expected a JSON document: {_json_reason(e)}")
@@ -123,10 +251,13 @@ def json_records(
             except UnicodeDecodeError as e:
                 yield Problem("invalid_json", f"expected UTF-8 JSON: {_json_reason(e)}")
                 return
+            except (ValueError, RecursionError) as e:
+                if b"\n" not in stripped.rstrip():
+                    yield Problem(*json_problem(e), 1, 0)
+                    return
+                lines = True  # perhaps JSON Lines with one bad line: judge each line
             else:
-                values = value if isinstance(value, list) else [value]
-                for i, item in enumerate(values, start=1):
-                    yield RawRecord(i, 0, item)
+                yield RawRecord(1, 0, value)
                 return
     offset = 0
     for number, line in enumerate(data.split(b"\n"), start=1):
@@ -140,9 +271,12 @@ def json_records(
             )
             continue
         try:
-            yield RawRecord(number, start, json.loads(line))
-        except (ValueError, UnicodeDecodeError) as e:
-            yield Problem("invalid_json", f"expected one JSON object per line: {_json_reason(e)}", number, start)
+            yield RawRecord(number, start, strict_loads(line))
+        except PARSE_ERRORS as e:
+            error_class, message = json_problem(e)
+            if error_class == "invalid_json" and not isinstance(e, NonFiniteNumber):
+                message = f"expected one JSON object per line: {_json_reason(e)}"
+            yield Problem(error_class, message, number, start)
 
 
 def _json_reason(error: Exception) -> str:
@@ -154,24 +288,94 @@ def _json_reason(error: Exception) -> str:
     return type(error).__name__
 
 
-def validation_message(error: pydantic.ValidationError, limit: int = 3) -> str:
-    """A pydantic error without the offending values (they may be PII)."""
+@functools.cache  # the format modules' models are all imported with pipelines.formats
+def _field_names() -> frozenset[str]:
+    """Every field name (and alias) of every pydantic model loaded: the parts of
+    an error location that are structure, not a record's own dict keys."""
+    names: set[str] = set()
+    todo = list(pydantic.BaseModel.__subclasses__())
+    while todo:
+        model = todo.pop()
+        todo += model.__subclasses__()
+        for name, info in getattr(model, "model_fields", {}).items():
+            names.add(name)
+            if info.alias:
+                names.add(info.alias)
+    return frozenset(names)
+
+
+def _location(loc: tuple[Any, ...], fields: frozenset[str]) -> str:
+    # a dict key in a location is the record's own data (an email as a map key):
+    # keep field names and list positions, say "<key>" for the rest
     parts = []
-    for item in error.errors(include_input=False, include_url=False)[:limit]:
-        loc = ".".join(str(p) for p in item["loc"]) or "(record)"
-        parts.append(f"{loc}: {item['msg']}")
+    for part in loc:
+        if isinstance(part, int):
+            parts.append(f"[{part}]")
+        elif part in fields or part in ("function-after", "function-before", "union", "list", "dict"):
+            parts.append(f".{part}" if parts else str(part))
+        else:
+            parts.append(".<key>" if parts else "<key>")
+    return "".join(parts) or "(record)"
+
+
+def validation_message(error: pydantic.ValidationError, limit: int = 3) -> str:
+    """A pydantic error without the offending values or dict keys (they may be PII)."""
+    fields = _field_names()
+    parts = []
+    for item in error.errors(include_input=False, include_url=False, include_context=False)[:limit]:
+        parts.append(f"{_location(item['loc'], fields)}: {item['msg']}")
     more = error.error_count() - limit
     if more > 0:
         parts.append(f"and {more} more")
     return "; ".join(parts)
 
 
+# Times outside this range are not trace times (a zero date, a sentinel, a
+# unit mistake): quarantined, not partitioned into year 1 or 9999.
+EARLIEST = datetime(1990, 1, 1, tzinfo=UTC)
+LATEST = datetime(2200, 1, 1, tzinfo=UTC)
+
+
+def validated_object(model: type[M], value: Any, what: str) -> M:
+    """A JSON object record as ``model``; RecordError (quarantine) naming
+    ``what`` was expected, without the record's values, when it is not one."""
+    from pipelines.record.rows import RecordError
+
+    if not isinstance(value, dict):
+        raise RecordError("wrong_type", f"expected a JSON object, got {type(value).__name__}")
+    try:
+        return model.model_validate(value)
+    except pydantic.ValidationError as e:
+        raise RecordError("invalid_record", f"not {what}: {validation_message(e)}") from None
+
+
 def _as_utc(value: datetime) -> datetime:
     # zone-less timestamps are UTC by convention (Langfuse, many loggers)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    try:
+        value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("the time with its offset falls outside the years 1..9999") from None
+    if not EARLIEST <= value < LATEST:
+        raise ValueError(f"the time is outside {EARLIEST.year}..{LATEST.year - 1}; send the time the event happened")
+    return value
 
 
 UtcDatetime = Annotated[datetime, pydantic.AfterValidator(_as_utc)]
+
+
+# What a record that slipped past validation can still raise while it becomes
+# rows (a time at the end of the calendar plus a duration, a recursive walk of
+# a deep value): one record's problem, never the object's or the day's.
+UNEXPECTED = (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError, IndexError)
+
+
+def unexpected_problem(error: BaseException, item: RawRecord) -> Problem:
+    """A Problem for an exception a format did not foresee; by type only, the message may quote the record."""
+    if isinstance(error, RecursionError):
+        error_class, message = json_problem(error)
+    else:
+        error_class, message = "invalid_record", f"the record could not be turned into rows ({type(error).__name__})"
+    return Problem(error_class, message, item.line, item.byte_offset)
 
 
 class _Reading(Protocol):
@@ -196,6 +400,8 @@ def each_record(records: Iterable[RawRecord | Problem], out: _Reading, handle: C
             handle(item)
         except RecordError as e:
             out.problems.append(Problem(e.error_class, e.message, item.line, item.byte_offset))
+        except UNEXPECTED as e:
+            out.problems.append(unexpected_problem(e, item))
 
 
 def normalize_records(
@@ -222,14 +428,16 @@ def parse_time(value: Any, what: str) -> datetime | None:
         return None
     try:
         if isinstance(value, int | float):
-            return datetime.fromtimestamp(value, UTC)
+            return _as_utc(datetime.fromtimestamp(value, UTC))
         if isinstance(value, datetime):
             parsed = value
         else:
             parsed = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except (TypeError, ValueError, OverflowError):
+        return _as_utc(parsed)
+    except (TypeError, ValueError, OverflowError, OSError) as e:
+        if isinstance(e, ValueError) and str(e).startswith("the time"):
+            raise RecordError("invalid_record", f"{what}: {e}") from None
         raise RecordError("invalid_record", f"{what} is not an ISO 8601 time or a unix timestamp") from None
-    return _as_utc(parsed)
 
 
 PARQUET_MAGIC = b"PAR1"

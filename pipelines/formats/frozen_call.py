@@ -21,11 +21,11 @@ from pipelines.formats.base import (
     SourceRef,
     UtcDatetime,
     normalize_records,
-    validation_message,
+    validated_object,
 )
 from pipelines.record.anthropic_shape import request_columns, response_columns, usage_row
 from pipelines.record.canonical import canonical_json, sha256_hex
-from pipelines.record.rows import RecordError, document_row, finalize_call, new_call, span_for_call
+from pipelines.record.rows import document_row, finalize_call, new_call, span_for_call
 
 FORMAT = "frozen_call"
 FORMAT_TAG = "tracelake.frozen_call"
@@ -315,12 +315,7 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
 
 
 def _validate(value: Any) -> FrozenCallV1:
-    if not isinstance(value, dict):
-        raise RecordError("wrong_type", f"expected a JSON object, got {type(value).__name__}")
-    try:
-        return FrozenCallV1.model_validate(value)
-    except pydantic.ValidationError as e:
-        raise RecordError("invalid_record", f"not a frozen-call v1 document: {validation_message(e)}") from None
+    return validated_object(FrozenCallV1, value, "a frozen-call v1 document")
 
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:

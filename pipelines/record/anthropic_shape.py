@@ -133,7 +133,8 @@ def usage_row(usage: Mapping[str, Any], cost_usd: float | None = None) -> dict[s
     out = usage.get("output_tokens")
     cache_read = usage.get("cache_read_input_tokens")
     cache_write = usage.get("cache_creation_input_tokens", usage.get("cache_write_input_tokens"))
-    parts = [v for v in (inp, out, cache_read, cache_write) if v is not None]
+    # only counts add up; a wrong type stays in its column, where the schema check names it
+    parts = [v for v in (inp, out, cache_read, cache_write) if isinstance(v, int) and not isinstance(v, bool)]
     return {
         "input_tokens": inp,
         "output_tokens": out,

@@ -135,3 +135,42 @@ def span_for_call(call: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
             **fields,
         )
     )
+
+
+# What pyarrow raises for a value that does not fit a column; its messages quote the value.
+ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError)
+
+
+def misfits(rows: list[dict[str, Any]], schema: pa.Schema) -> dict[int, str]:
+    """Rows that would fail ``pa.Table.from_pylist(rows, schema)``: {row index:
+    the first column whose value does not fit}. Checked column by column, then
+    row by row for a failing column, so one bad value is pinned to its row
+    instead of failing the whole batch when it is converted."""
+    bad: dict[int, str] = {}
+    if not rows:
+        return bad
+    for column in schema:
+        try:
+            pa.array([row.get(column.name) for row in rows], type=column.type)
+            continue
+        except ARROW_ERRORS:
+            pass
+        for i, row in enumerate(rows):
+            if i in bad:
+                continue
+            try:
+                pa.array([row.get(column.name)], type=column.type)
+            except ARROW_ERRORS:
+                bad[i] = _misfit_path(column.name, column.type, row.get(column.name))
+    return bad
+
+
+def _misfit_path(path: str, arrow_type: pa.DataType, value: Any) -> str:
+    """The innermost struct field whose value does not fit (``params.max_tokens``)."""
+    if pa.types.is_struct(arrow_type) and isinstance(value, Mapping):
+        for field in arrow_type:
+            try:
+                pa.array([value.get(field.name)], type=field.type)
+            except ARROW_ERRORS:
+                return _misfit_path(f"{path}.{field.name}", field.type, value.get(field.name))
+    return path

@@ -462,6 +462,115 @@ REDACTION_AUDIT = pa.schema(
     ]
 )
 
+# Judge stage (pipelines/judge). agent_events: one row per event of any trace in the
+# structured agent-log shape (ids, numbers and flags only; text stays in calls/spans).
+AGENT_EVENTS = pa.schema(
+    [
+        ("ts", TS),
+        ("session_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("step_index", pa.int64()),
+        # session.start, llm.call, tool.invoke, agent.think, state.mutate, session.end
+        ("event_type", pa.string()),
+        ("agent_version", pa.string()),
+        ("model", pa.string()),
+        ("provider", pa.string()),
+        ("tokens_in", pa.int64()),
+        ("tokens_out", pa.int64()),
+        ("cost_usd", pa.float64()),
+        ("latency_ms", pa.float64()),
+        ("tool_called", pa.string()),
+        ("tool_success", pa.bool_()),
+        # the class the source itself logged for the step, if any (findings are in semantic_errors)
+        ("semantic_error", pa.string()),
+        ("user_tier", pa.string()),
+        ("feature_flag", pa.string()),
+        ("event_key", pa.string()),
+        ("event_id", pa.string()),
+        ("parent_event_id", pa.string()),
+        ("call_id", pa.string()),
+        ("source_format", pa.string()),
+        ("service", pa.string()),
+        ("status", pa.string()),
+        ("finish_reason", pa.string()),
+        ("http_status", pa.int64()),
+        # the step number the source wrote (null: it wrote none, step_index is the time order)
+        ("source_step_index", pa.int64()),
+        # session.end: the session's total tokens as the source reported them (checked against its calls)
+        ("session_total_tokens", pa.int64()),
+        ("occurred_date", pa.date32()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+# One finding per trace x class x detector x affected step.
+SEMANTIC_ERRORS = pa.schema(
+    [
+        ("finding_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("call_id", pa.string()),
+        ("event_key", pa.string()),
+        ("occurred_date", pa.date32()),
+        ("error_class", pa.string()),
+        # false for classes that are not errors (policy_refusal: an expected refusal)
+        ("is_error", pa.bool_()),
+        ("detector", pa.string()),
+        ("detector_version", pa.string()),
+        ("confidence", pa.float64()),
+        ("evidence", TEXT),
+        ("affected_step", pa.int64()),
+        ("cause_step", pa.int64()),
+        # probability the trace was judged with (1.0 for heuristics): weigh findings by 1/p
+        ("judged_with_probability", pa.float64()),
+        ("judge_prompt_sha256", pa.string()),
+        ("request_key", pa.string()),
+        ("simulated", pa.bool_()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+STATE_VIOLATIONS = pa.schema(
+    [
+        ("violation_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("event_key", pa.string()),
+        ("occurred_date", pa.date32()),
+        ("code", pa.string()),
+        ("step_index", pa.int64()),
+        ("detail", pa.string()),
+        ("first_in_trace", pa.bool_()),
+        ("validator_version", pa.string()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+JUDGE_CALIBRATION = pa.schema(
+    [
+        ("occurred_date", pa.date32()),
+        ("judge", pa.string()),
+        ("prompt_version", pa.string()),
+        ("prompt_sha256", pa.string()),
+        # self_agreement | human_feedback
+        ("check", pa.string()),
+        ("items", pa.int64()),
+        ("agreements", pa.int64()),
+        ("agreement_rate", pa.float64()),
+        ("kappa", pa.float64()),
+        ("judged", pa.int64()),
+        ("judge_errors", pa.int64()),
+        ("simulated", pa.bool_()),
+        ("computed_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+JUDGE_TABLES = {
+    "agent_events": (AGENT_EVENTS, ("event_key",), ("occurred_date",)),
+    "semantic_errors": (SEMANTIC_ERRORS, ("finding_id",), ("occurred_date",)),
+    "state_violations": (STATE_VIOLATIONS, ("violation_id",), ("occurred_date",)),
+    "judge_calibration": (JUDGE_CALIBRATION, ("occurred_date", "prompt_sha256", "check"), ("occurred_date",)),
+}
 # LLM ledger (pipelines/llm/ledger.py). One row per request the LLM resource sent,
 # keyed by the request's content address; what the provider returned, or the
 # terminal error. Never the request's content: its hash.
@@ -529,6 +638,175 @@ LLM_BATCHES = pa.schema(
     ]
 )
 
+# One row per replay: call x candidate x mode x sample (a state replay: x step).
+# "old" is what the new answer is compared with: the recorded answer, or for a
+# diff replay the baseline replay of the recorded request sent beside it.
+REPLAYS = pa.schema(
+    [
+        ("replay_id", pa.string()),
+        ("candidate", pa.string()),
+        ("candidate_revision", pa.int64()),
+        ("day", pa.date32()),
+        ("call_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("session_id", pa.string()),
+        ("service", pa.string()),
+        # capture | pinned | class_rate | diff | state
+        ("mode", pa.string()),
+        ("sample_index", pa.int64()),
+        ("step", pa.int64()),
+        # exact | approximate | ineligible, and why (rotted components, redaction, missing capture items)
+        ("fidelity", pa.string()),
+        ("fidelity_reasons", pa.list_(pa.string())),
+        ("segment", pa.map_(pa.string(), pa.string())),
+        ("segment_key", pa.string()),
+        ("language", pa.string()),
+        ("inclusion_probability", pa.float64()),
+        ("recorded_request_sha256", pa.string()),
+        ("request_sha256", pa.string()),
+        ("request_key", pa.string()),
+        ("baseline_request_key", pa.string()),
+        # recorded | baseline
+        ("old_source", pa.string()),
+        ("old_output", TEXT),
+        ("new_output", TEXT),
+        ("old_finish_reason", pa.string()),
+        ("new_finish_reason", pa.string()),
+        ("old_tool_calls_json", JSON),
+        ("new_tool_calls_json", JSON),
+        ("old_model", pa.string()),
+        ("new_model", pa.string()),
+        # capture/pinned: what moved against the recorded call (output_text, finish_reason, tool_calls, response_model)
+        ("divergence", pa.list_(pa.string())),
+        # the LLM result's status (succeeded, errored, expired, ...) or not_sent
+        ("status", pa.string()),
+        ("error", TEXT),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("cache_read_input_tokens", pa.int64()),
+        ("cache_write_input_tokens", pa.int64()),
+        ("cost_usd", pa.float64()),
+        # improved | regressed | same | inconclusive, and the signal or judge that decided it
+        ("verdict", pa.string()),
+        ("decided_by", pa.string()),
+        # class_rate: this sample reproduced the failure; the call's share with its Wilson 95% interval
+        ("reproduced", pa.bool_()),
+        ("class_rate", pa.float64()),
+        ("class_rate_low", pa.float64()),
+        ("class_rate_high", pa.float64()),
+        # state: why the session stopped (finished, step_limit, no_recorded_result:<tool>, error)
+        ("stop_reason", pa.string()),
+        ("simulated", pa.bool_()),
+        ("run_id", pa.string()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+# candidate x day x mode x fidelity x segment ("all": reweighted by inverse inclusion probability)
+REPLAY_SUMMARY = pa.schema(
+    [
+        ("candidate", pa.string()),
+        ("day", pa.date32()),
+        ("mode", pa.string()),
+        ("fidelity", pa.string()),
+        ("segment_key", pa.string()),
+        ("service", pa.string()),
+        ("language", pa.string()),
+        ("user_tier", pa.string()),
+        ("length", pa.string()),
+        ("n", pa.int64()),
+        ("weight", pa.float64()),
+        ("effective_n", pa.float64()),
+        ("improved", pa.int64()),
+        ("regressed", pa.int64()),
+        ("same", pa.int64()),
+        ("inconclusive", pa.int64()),
+        *[(f"{v}_{s}", pa.float64()) for v in ("improved", "regressed", "same") for s in ("share", "low", "high")],
+        ("delta", pa.float64()),
+        ("delta_low", pa.float64()),
+        ("delta_high", pa.float64()),
+        ("sign_test_p", pa.float64()),
+        ("bh_p", pa.float64()),
+        ("significant_regression", pa.bool_()),
+        ("significant_improvement", pa.bool_()),
+        ("aggregate_improves", pa.bool_()),
+        # the aggregate improves while a segment significantly regresses
+        ("hides_regression", pa.bool_()),
+        ("regressed_segments", pa.list_(pa.string())),
+        ("cost_usd", pa.float64()),
+        ("input_tokens", pa.int64()),
+        ("output_tokens", pa.int64()),
+        ("simulated", pa.bool_()),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+# Debugging (pipelines/debug): one row per ablation variant of a bad call
+# against a good sibling, and one row per reproduced bug promoted to a dataset.
+ABLATIONS = pa.schema(
+    [
+        # sha256 of bad call | good call | variant request hash | samples: a re-run merges onto the same row
+        ("ablation_id", pa.string()),
+        ("bad_call_id", pa.string()),
+        ("good_call_id", pa.string()),
+        # bad: the bad request with the difference reversed; good: the good request with the bad call's value
+        ("applied_to", pa.string()),
+        # 0 for the request as recorded (the baseline), else the difference's number in `tracelake siblings`
+        ("difference_index", pa.int64()),
+        # the difference as `tracelake siblings` names it: block, ingredient, doc ids or (redacted) variable values
+        ("difference", pa.string()),
+        ("block", pa.string()),
+        # baseline | sibling (the good call's block) | neutral (a passage of the same token length)
+        ("replacement", pa.string()),
+        ("request_sha256", pa.string()),
+        # what counts as a failure: the bad call's own symptom (language_mismatch, truncated, errored, ...)
+        ("symptom", pa.string()),
+        ("samples", pa.int64()),
+        ("failures", pa.int64()),
+        ("failure_rate", pa.float64()),
+        # Wilson 95% interval of failure_rate
+        ("ci_low", pa.float64()),
+        ("ci_high", pa.float64()),
+        ("model", pa.string()),
+        ("temperature", pa.float64()),
+        ("cost_usd", pa.float64()),
+        ("simulated", pa.bool_()),
+        ("run_id", pa.string()),
+        ("created_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
+REGRESSION_CASES = pa.schema(
+    [
+        # sha256 of dataset | call_id: promoting the same call again updates its note
+        ("case_id", pa.string()),
+        ("dataset", pa.string()),
+        ("call_id", pa.string()),
+        ("trace_id", pa.string()),
+        ("service", pa.string()),
+        ("template_id", pa.string()),
+        ("template_version", pa.string()),
+        ("occurred_at", TS),
+        # the frozen request as it left the application (canonical JSON) and its hash
+        ("request_json", JSON),
+        ("request_sha256", pa.string()),
+        # the bad output as recorded, with its finish reason and the symptom seen in it
+        ("bad_output_text", TEXT),
+        ("bad_finish_reason", pa.string()),
+        ("symptom", pa.string()),
+        ("segment", pa.map_(pa.string(), pa.string())),
+        ("note", TEXT),
+        # where it came from: the source object and line, and who promoted it when
+        ("source_uri", pa.string()),
+        ("source_line", pa.int64()),
+        ("replay_fidelity", pa.string()),
+        ("promoted_by", pa.string()),
+        ("promoted_at", TS),
+        ("record_sha256", pa.string()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     "calls": CALLS,
     "spans": SPANS,
@@ -540,6 +818,10 @@ TABLES: dict[str, pa.Schema] = {
     "erasure_log": ERASURE_LOG,
     "rot_checks": ROT_CHECKS,
     "redaction_audit": REDACTION_AUDIT,
+    "ablations": ABLATIONS,
+    "regression_cases": REGRESSION_CASES,
+    "replays": REPLAYS,
+    "replay_summary": REPLAY_SUMMARY,
     "llm_requests": LLM_REQUESTS,
     "llm_batches": LLM_BATCHES,
 }
@@ -556,6 +838,10 @@ KEYS: dict[str, tuple[str, ...]] = {
     "erasure_log": ("erasure_id",),
     "rot_checks": ("call_id", "checked_at"),
     "redaction_audit": ("call_id",),
+    "ablations": ("ablation_id",),
+    "regression_cases": ("case_id",),
+    "replays": ("replay_id",),
+    "replay_summary": ("candidate", "day", "mode", "fidelity", "segment_key"),
     "llm_requests": ("request_key",),
     "llm_batches": ("batch_id",),
 }
@@ -570,6 +856,15 @@ PARTITIONS: dict[str, tuple[str, ...]] = {
     "erasure_log": (),
     "rot_checks": ("checked_date",),
     "redaction_audit": ("occurred_date",),
+    "ablations": (),
+    "regression_cases": (),
+    "replays": ("candidate", "day"),
+    "replay_summary": ("candidate", "day"),
     "llm_requests": ("sent_date",),
     "llm_batches": ("sent_date",),
 }
+
+# the judge stage's tables (declared above, in one block)
+TABLES.update({name: schema for name, (schema, _, _) in JUDGE_TABLES.items()})
+KEYS.update({name: keys for name, (_, keys, _) in JUDGE_TABLES.items()})
+PARTITIONS.update({name: parts for name, (_, _, parts) in JUDGE_TABLES.items()})

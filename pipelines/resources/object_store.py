@@ -12,29 +12,75 @@ never walks the whole bucket.
 
 from __future__ import annotations
 
-import gzip
-import io
 import re
+import threading
+import time
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cached_property
 from pathlib import Path
+from typing import TypeVar
 
 import boto3
+import botocore.exceptions
 import dagster as dg
+import urllib3.exceptions
 import zstandard
 from botocore.config import Config
 from pydantic import Field
 
+T = TypeVar("T")
 DEFAULT_LAYOUTS = ("{yyyy}/{mm}/{dd}/", "year={yyyy}/month={mm}/day={dd}/")
 # Bigger than any trace object we expect; a decompression bomb stops here.
-MAX_DECOMPRESSED_BYTES = 2 * 1024**3
+MAX_DECOMPRESSED_BYTES = 1024**3
+# Objects decompressed at once: with the cap, what a bomb can cost in memory.
+MAX_CONCURRENT_DECOMPRESSIONS = 2
+# zstd expands at most ~32768x (an RLE block of 4 bytes -> 128 KiB): input is
+# fed in pieces small enough that one piece cannot overshoot the cap by much.
+ZSTD_MAX_RATIO = 32768
+# Errors of a response body that broke off (reset, truncated, timed out): read again.
+RETRYABLE_READS = (
+    botocore.exceptions.IncompleteReadError,
+    botocore.exceptions.ResponseStreamingError,
+    botocore.exceptions.ReadTimeoutError,
+    botocore.exceptions.ConnectionClosedError,
+    botocore.exceptions.EndpointConnectionError,
+    urllib3.exceptions.ProtocolError,
+    ConnectionError,
+)
+
+
+def read_again(read: Callable[[], T], attempts: int, retryable: tuple[type[BaseException], ...], failed: str) -> T:
+    """``read()``, again with backoff while it raises ``retryable``; then
+    SourceUnavailable saying ``failed`` (what could not be read), the count and the error type."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return read()
+        except retryable as e:
+            if attempt == attempts:
+                raise SourceUnavailable(
+                    f"{failed} {attempts} times ({type(e).__name__}); check the endpoint and re-run the partition"
+                ) from e
+            time.sleep(min(2.0, 0.1 * 2**attempt))
+    raise AssertionError("unreachable")
 
 
 class CorruptObject(Exception):
-    """An object whose bytes cannot be read as what its key says (truncated gzip, bad zstd frame)."""
+    """An object whose bytes cannot be read as what its key says (truncated gzip, bad zstd frame).
+
+    ``partial`` holds what decompressed before the break, so the complete
+    records before it can still be ingested; None when nothing is usable (a
+    stream over the size cap)."""
+
+    def __init__(self, message: str, partial: bytes | None = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+class SourceUnavailable(Exception):
+    """An object or table that could not be read whole after every retry; nothing of it was used."""
 
 
 @dataclass(frozen=True)
@@ -58,30 +104,69 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 def s3_client(endpoint_url: str | None = None, region: str | None = None, max_attempts: int = 5):
     """A boto3 S3 client with botocore's standard retry mode (backoff with
     jitter on throttling and 5xx), for AWS or any S3-compatible endpoint."""
-    config = Config(retries={"mode": "standard", "max_attempts": max_attempts}, s3={"addressing_style": "path"})
+    config = Config(
+        retries={"mode": "standard", "max_attempts": max_attempts},
+        s3={"addressing_style": "path"},
+        connect_timeout=10,
+        read_timeout=60,
+    )
     return boto3.client("s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config)
 
 
-def decompress(key: str, data: bytes) -> bytes:
+def _gunzip(key: str, data: bytes, cap: int) -> bytes:
+    out = bytearray()
+    pending = data
+    d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    while True:
+        try:
+            # max_length bounds the output of each step: memory stays under the cap
+            out += d.decompress(pending, cap + 1 - len(out))
+        except zlib.error as e:
+            raise CorruptObject(f"{key}: not a readable gzip stream ({e})", bytes(out)) from None
+        if len(out) > cap:
+            raise CorruptObject(f"{key}: gzip stream decompresses to over {cap} bytes (the cap); not read")
+        if d.eof:
+            pending = d.unused_data
+            if not pending.strip(b"\0"):
+                return bytes(out)
+            d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)  # a multi-member gzip
+            continue
+        pending = d.unconsumed_tail
+        if not pending:
+            raise CorruptObject(f"{key}: gzip stream is truncated", bytes(out))
+
+
+def _unzstd(key: str, data: bytes, cap: int) -> bytes:
+    out = bytearray()
+    view = memoryview(data)
+    d = zstandard.ZstdDecompressor().decompressobj()
+    pos = 0
+    while pos < len(view):
+        step = max(256, (cap - len(out)) // ZSTD_MAX_RATIO)
+        try:
+            out += d.decompress(view[pos : pos + step])
+        except zstandard.ZstdError as e:
+            raise CorruptObject(f"{key}: not a readable zstd stream ({e})", bytes(out)) from None
+        pos += step
+        if len(out) > cap:
+            raise CorruptObject(f"{key}: zstd stream decompresses to over {cap} bytes (the cap); not read")
+        if d.eof:
+            rest = d.unused_data + bytes(view[pos:])
+            if not rest:
+                return bytes(out)
+            view, pos = memoryview(rest), 0
+            d = zstandard.ZstdDecompressor().decompressobj()  # the next frame
+    raise CorruptObject(f"{key}: zstd stream is truncated", bytes(out))
+
+
+def decompress(key: str, data: bytes, cap: int = MAX_DECOMPRESSED_BYTES) -> bytes:
     """Bytes of an object as its key's suffix says: ``.gz`` and ``.zst`` are
-    decompressed, anything else is returned as is."""
-    try:
-        if key.endswith(".gz"):
-            # zlib with a size cap instead of gzip.decompress: bounded memory
-            d = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-            out = d.decompress(data, MAX_DECOMPRESSED_BYTES)
-            if not d.eof:
-                raise CorruptObject(f"{key}: gzip stream is truncated or over {MAX_DECOMPRESSED_BYTES} bytes")
-            return out
-        if key.endswith(".zst"):
-            reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data))
-            out = reader.read(MAX_DECOMPRESSED_BYTES + 1)
-            if len(out) > MAX_DECOMPRESSED_BYTES:
-                raise CorruptObject(f"{key}: zstd stream is over {MAX_DECOMPRESSED_BYTES} bytes")
-            return out
-    except (zlib.error, gzip.BadGzipFile, EOFError, zstandard.ZstdError) as e:
-        kind = "gzip" if key.endswith(".gz") else "zstd"
-        raise CorruptObject(f"{key}: not a readable {kind} stream ({e})") from None
+    decompressed (streaming, never more than ``cap`` bytes of output), anything
+    else is returned as is. Raises CorruptObject with what came before a break."""
+    if key.endswith(".gz"):
+        return _gunzip(key, data, cap)
+    if key.endswith(".zst"):
+        return _unzstd(key, data, cap)
     return data
 
 
@@ -109,8 +194,21 @@ class _S3:
                     last_modified=obj["LastModified"].astimezone(UTC),
                 )
 
-    def read(self, key: str) -> bytes:
-        return self.client.get_object(Bucket=self.bucket, Key=self.root + key)["Body"].read()
+    def read(self, key: str, attempts: int) -> bytes:
+        """The whole body; a body cut short (reset, truncated) is read again.
+        botocore retries the request, not a body that breaks mid-stream."""
+
+        def once() -> bytes:
+            response = self.client.get_object(Bucket=self.bucket, Key=self.root + key)
+            body = response["Body"].read()
+            if len(body) != response["ContentLength"]:
+                raise botocore.exceptions.IncompleteReadError(
+                    actual_bytes=len(body), expected_bytes=response["ContentLength"]
+                )
+            return body
+
+        failed = f"{self.uri(key)}: the response body broke off (nothing of it was ingested)"
+        return read_again(once, attempts, RETRYABLE_READS, failed)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{self.root}{key}"
@@ -140,7 +238,7 @@ class _Folder:
                 last_modified=datetime.fromtimestamp(stat.st_mtime, UTC),
             )
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, attempts: int) -> bytes:
         return (self.root / key).read_bytes()
 
     def uri(self, key: str) -> str:
@@ -158,6 +256,10 @@ class ObjectStore(dg.ConfigurableResource):
     endpoint_url: str | None = Field(default=None, description="S3-compatible endpoint (AWS_ENDPOINT_URL)")
     region: str | None = None
     max_attempts: int = 5
+    max_decompressed_bytes: int = Field(
+        default=MAX_DECOMPRESSED_BYTES, description="output cap per compressed object (a bomb stops here)"
+    )
+    max_concurrent_decompressions: int = MAX_CONCURRENT_DECOMPRESSIONS
 
     @cached_property
     def backend(self) -> _S3 | _Folder:
@@ -175,9 +277,18 @@ class ObjectStore(dg.ConfigurableResource):
                     found[info.key] = info
         return [found[k] for k in sorted(found)]
 
+    @cached_property
+    def decompression_slots(self) -> threading.BoundedSemaphore:
+        return threading.BoundedSemaphore(self.max_concurrent_decompressions)
+
     def read(self, key: str) -> bytes:
-        """The object's bytes, decompressed per its suffix; raises CorruptObject."""
-        return decompress(key, self.backend.read(key))
+        """The object's bytes, decompressed per its suffix; raises CorruptObject
+        (with what came before a break) or SourceUnavailable (retries ran out)."""
+        data = self.backend.read(key, self.max_attempts)
+        if not key.endswith((".gz", ".zst")):
+            return data
+        with self.decompression_slots:
+            return decompress(key, data, self.max_decompressed_bytes)
 
     def uri_for(self, key: str) -> str:
         return self.backend.uri(key)

@@ -8,9 +8,11 @@ re-run that brings nothing new makes no commit at all.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
@@ -19,11 +21,13 @@ from typing import Any, TypeVar
 import dagster as dg
 import polars as pl
 import pyarrow as pa
-from deltalake import DeltaTable, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pydantic import Field
 
+from pipelines.record.rows import ARROW_ERRORS, misfits
 from pipelines.record.schema import KEYS, PARTITIONS, TABLES
+from pipelines.resources.object_store import read_again
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -51,6 +55,10 @@ class MergeResult:
     committed: bool = False
 
 
+class RowsDoNotFit(ValueError):
+    """Rows that do not convert to a table's schema. Names the column, never the value."""
+
+
 def to_arrow(name: str, rows: Sequence[dict[str, Any]] | pa.Table | pl.DataFrame) -> pa.Table:
     """Rows as an Arrow table with exactly the declared schema of ``name``."""
     schema = TABLES[name]
@@ -59,7 +67,14 @@ def to_arrow(name: str, rows: Sequence[dict[str, Any]] | pa.Table | pl.DataFrame
     if isinstance(rows, pa.Table):
         # polars writes large types and loses map types: cast back to the declared schema
         return rows.select(schema.names).cast(schema)
-    return pa.Table.from_pylist(list(rows), schema=schema)
+    rows = list(rows)
+    try:
+        return pa.Table.from_pylist(rows, schema=schema)
+    except ARROW_ERRORS:
+        # pyarrow's message quotes the value (it may be PII): name the row and column instead
+        bad = misfits(rows, schema)
+        where = ", ".join(f"row {i} column {column}" for i, column in list(bad.items())[:3]) or "a row"
+        raise RowsDoNotFit(f"{name}: {where} does not fit the table's schema; the value is not shown") from None
 
 
 def sql_literal(value: Any) -> str:
@@ -74,6 +89,39 @@ def in_list(column: str, values: Iterable[Any]) -> str:
     return f"{column} IN ({', '.join(sql_literal(v) for v in sorted(set(values)))})"
 
 
+# A commit whose PUT landed but whose response was lost looks failed to the
+# writer (its retried PUT finds the version taken). Every merge carries a Delta
+# transaction identifier (app id of this process, increasing version), so the
+# next attempt sees its own commit in the log and reports it instead of merging again.
+WRITER_ID = f"tracelake-{uuid.uuid4().hex}"
+_TRANSACTIONS = itertools.count(time.time_ns())
+TXN_KEY = "tracelake.txn"
+
+
+def _commit_properties(txn: int) -> CommitProperties:
+    return CommitProperties(
+        app_transactions=[Transaction(app_id=WRITER_ID, version=txn)], custom_metadata={TXN_KEY: str(txn)}
+    )
+
+
+def _landed(name: str, table: DeltaTable, txn: int, rows_in: int) -> MergeResult | None:
+    """The MergeResult of transaction ``txn`` if it is already in the table's log."""
+    if (table.transaction_version(WRITER_ID) or -1) < txn:
+        return None
+    commit = next((c for c in table.history(50) if str(c.get(TXN_KEY)) == str(txn)), {})
+    metrics = commit.get("operationMetrics") or {}
+    log.info("%s: commit %s landed though its response was lost; not committing again", name, commit.get("version"))
+    return MergeResult(
+        name,
+        commit.get("version", table.version()),
+        rows_in,
+        inserted=int(metrics.get("num_target_rows_inserted", 0)),
+        updated=int(metrics.get("num_target_rows_updated", 0)),
+        deleted=int(metrics.get("num_target_rows_deleted", 0)),
+        committed=True,
+    )
+
+
 class Warehouse(dg.ConfigurableResource):
     """A folder or S3 prefix holding one Delta table per tracelake table."""
 
@@ -83,6 +131,7 @@ class Warehouse(dg.ConfigurableResource):
     access_key_id: str | None = None
     secret_access_key: str | None = None
     max_commit_attempts: int = 8
+    max_read_attempts: int = 3
 
     def table_uri(self, name: str) -> str:
         return f"{self.uri.rstrip('/')}/{name}"
@@ -120,12 +169,20 @@ class Warehouse(dg.ConfigurableResource):
         return pl.scan_delta(table)
 
     def read(self, name: str, where: pl.Expr | None = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
-        frame = self.scan(name)
-        if where is not None:
-            frame = frame.filter(where)
-        if columns is not None:
-            frame = frame.select(columns)
-        return frame.collect()
+        """Rows of a table. The object store under delta-rs and polars retries
+        reset and truncated responses itself (tests/ingest/test_faults.py); what
+        still fails is read again whole, then reported with the table's URI."""
+
+        def once() -> pl.DataFrame:
+            frame = self.scan(name)
+            if where is not None:
+                frame = frame.filter(where)
+            if columns is not None:
+                frame = frame.select(columns)
+            return frame.collect()
+
+        retryable = (OSError, DeltaError, pl.exceptions.ComputeError)
+        return read_again(once, self.max_read_attempts, retryable, f"{self.table_uri(name)}: reading failed")
 
     def merge(
         self,
@@ -159,7 +216,8 @@ class Warehouse(dg.ConfigurableResource):
                 continue
             if created is not None:
                 return created
-        return self._retrying(name, lambda table: self._merge_into(name, table, data, partitions, replace))
+        txn = next(_TRANSACTIONS)  # one per merge, the same on every attempt: a retry can see it landed
+        return self._retrying(name, lambda table: self._merge_into(name, table, data, partitions, replace, txn))
 
     def ensure(self, name: str) -> None:
         """Create the table empty when it does not exist yet: it can be queried from the first run."""
@@ -184,15 +242,31 @@ class Warehouse(dg.ConfigurableResource):
         return MergeResult(name, 0, data.num_rows, inserted=data.num_rows, committed=True)
 
     def _merge_into(
-        self, name: str, table: DeltaTable, data: pa.Table, partitions: Iterable[Any] | None, replace: str | None
+        self,
+        name: str,
+        table: DeltaTable,
+        data: pa.Table,
+        partitions: Iterable[Any] | None,
+        replace: str | None,
+        txn: int,
     ) -> MergeResult:
+        landed = _landed(name, table, txn, data.num_rows)
+        if landed is not None:
+            return landed
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
         part_cols = PARTITIONS[name]
         if partitions is not None and part_cols:
             predicate += " AND " + in_list(f"t.{part_cols[0]}", partitions)
         before = table.version()
         # merge_schema: a column added to schema.py (top-level or nested) evolves old tables in place
-        merger = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True)
+        merger = table.merge(
+            data,
+            predicate=predicate,
+            source_alias="s",
+            target_alias="t",
+            merge_schema=True,
+            commit_properties=_commit_properties(txn),
+        )
         if "record_sha256" in data.schema.names:
             merger = merger.when_matched_update_all(predicate="t.record_sha256 <> s.record_sha256")
         merger = merger.when_not_matched_insert_all()

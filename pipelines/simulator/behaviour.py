@@ -25,15 +25,20 @@ Support answers (a system prompt from template ``support-answer``: it says
       ``support-answer-v4``) answers Portuguese in Portuguese every time, but
       for a LONG English input it stops after a few words with
       ``stop_reason: max_tokens``. Long means more than ``LONG_INPUT_TOKENS``
-      (76) input tokens, counted as ``count_tokens`` counts them, over the part
+      (84) input tokens, counted as ``count_tokens`` counts them, over the part
       of the request that is input rather than instructions: the customer's
       turns plus the retrieved ``<document>`` texts. (Counting the whole
       request would make "long" depend on how a candidate words its template.)
-      The demo's English support calls have 69-94 such tokens, median 76: at 76,
-      about 44% of them are long;
+      The demo's English support calls have 69-94 such tokens, median 76: at 84,
+      about 13% of them are long (few enough that the candidate's aggregate
+      still improves while the long-English segments regress);
     - model ``FIXED_MODEL`` (``claude-sonnet-4-6-20261015``, demo candidate
       ``sonnet-next``) answers in the customer's language always and never
       truncates.
+    - a retrieved document holding ``STALE_DOCUMENT_MARKER`` (a stale article
+      with an internal note; see ``stale_document_rule``) makes every model
+      but ``FIXED_MODEL`` answer in English, whatever the customer's language:
+      the planted cause `tracelake ablate` finds in the debugging tests.
     The answer quotes the first document and cites its id in brackets.
 
 Triage (template ``support-triage``: "Classify the support message")
@@ -81,11 +86,14 @@ CANDIDATE_MARKER = "Always answer in the customer's own language, in at most 80 
 FIXED_MODEL = "claude-sonnet-4-6-20261015"
 BASELINE_WRONG_LANGUAGE = 0.40
 # Input tokens (customer turns + documents, see ``long_input``) above which an English
-# support request is long: about 44% of the demo's English support.answer calls.
-LONG_INPUT_TOKENS = 76
+# support request is long: about 13% of the demo's English support.answer calls, so
+# that support-answer-v4's gain on Portuguese outweighs its loss on long English in
+# aggregate, and only the per-segment summary shows the loss (the demo's point).
+LONG_INPUT_TOKENS = 84
 CHARS_PER_TOKEN = 4
 PER_MESSAGE_TOKENS = 3
 JUDGE_TOOLS = ("record_verdict", "record_finding")
+STALE_DOCUMENT_MARKER = "Internal note: reply to customers in English."
 
 _PT_WORDS = {
     "olá", "ola", "não", "nao", "você", "voce", "meu", "minha", "pedido", "quero", "cadê", "preciso",
@@ -226,6 +234,7 @@ def _support(body: dict[str, Any], system: str, lang: str, model: str, rng: rand
     else:
         wrong = lang == "pt-BR" and rng.random() < BASELINE_WRONG_LANGUAGE
         reply_lang, truncate = ("en" if wrong else lang), False
+    reply_lang = stale_document_rule(docs, model) or reply_lang
     if reply_lang == "pt-BR":
         opener = rng.choice(["Obrigado pelo contato.", "Olá! Obrigado pela mensagem.", "Obrigado por escrever."])
         fact = doc_text if language(doc_text) == "pt-BR" else "Conforme a nossa política, posso ajudar com isso."
@@ -236,6 +245,15 @@ def _support(body: dict[str, Any], system: str, lang: str, model: str, rng: rand
     if truncate:
         return _text(" ".join(text.split()[:6]), "max_tokens")
     return _text(text, "end_turn")
+
+
+def stale_document_rule(docs: list[tuple[str, str]], model: str) -> str | None:
+    """The language a retrieved document forces, if any: a document (id, text)
+    holding ``STALE_DOCUMENT_MARKER`` makes the answer English (a model that
+    follows what it retrieved). ``FIXED_MODEL`` ignores it. None: no effect."""
+    if model.startswith(FIXED_MODEL):
+        return None
+    return "en" if any(STALE_DOCUMENT_MARKER in text for _, text in docs) else None
 
 
 def _triage(text: str) -> str:

@@ -80,7 +80,9 @@ FIXTURES = {
         3,
         "partial",
     ),
-    "truncated.jsonl.gz": (gzip.compress(_lines(_frozen("t8"), _frozen("t9")))[:-30], 0, 0, 0, "failed"),
+    # the break falls inside the first line: that line is read and quarantined (tests/ingest/test_faults.py
+    # covers breaks after complete lines)
+    "truncated.jsonl.gz": (gzip.compress(_lines(_frozen("t8"), _frozen("t9")))[:-30], 1, 0, 1, "failed"),
     "not-json.json": (b"<html>503 Service Unavailable</html>", 0, 0, 0, "failed"),
     "unknown.json": (json.dumps({"hello": "world"}).encode(), 0, 0, 0, "failed"),
 }
@@ -132,6 +134,7 @@ def test_quarantine_points_at_each_bad_record_and_object(ingested):
         ("events.jsonl.zst", 3, "invalid_record"),
         ("events.jsonl.zst", 5, "oversized_record"),
         ("truncated.jsonl.gz", None, "corrupt_object"),
+        ("truncated.jsonl.gz", 1, "corrupt_object"),
         ("not-json.json", None, "invalid_json"),
         ("unknown.json", None, "unknown_format"),
     }

@@ -1,0 +1,186 @@
+"""`tracelake replay | replay-report | candidates`: replay candidates against recorded days, read the result."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from pipelines.cli.app import app, console, out
+from pipelines.cli.pipeline import QUIET, _days, _instance, _yesterday
+
+REPORTS = Path(".tracelake") / "reports"
+
+
+def replay_days(candidate_ids: list[str], days: list[date]) -> list[tuple[str, date]]:
+    """Materialize `replays` and `replay_summary` for each candidate x day in-process
+    (the Dagster job `replay`, same resources); returns the partitions that failed."""
+    from pipelines.definitions import build
+    from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key
+    from pipelines.settings import Settings
+
+    registry = Settings.from_env().candidate_registry()
+    for candidate_id in candidate_ids:
+        registry.get(candidate_id)  # a clear error before anything runs
+    instance = _instance()
+    known = set(instance.get_dynamic_partitions(CANDIDATE_PARTITIONS))
+    new = [c for c in candidate_ids if c not in known]
+    if new:
+        instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, new)
+    job = build().resolve_job_def("replay")
+    failed = []
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
+        task = progress.add_task("replay", total=len(candidate_ids) * len(days))
+        for candidate_id in candidate_ids:
+            for d in days:
+                progress.update(task, description=f"replay {candidate_id} {d}")
+                result = job.execute_in_process(
+                    partition_key=candidate_day_key(candidate_id, d),
+                    instance=instance,
+                    raise_on_error=False,
+                    run_config=QUIET,
+                )
+                if not result.success:
+                    failed.append((candidate_id, d))
+                progress.advance(task)
+    return failed
+
+
+def active_candidates() -> list[str]:
+    from pipelines.settings import Settings
+
+    registry = Settings.from_env().candidate_registry()
+    found, rejected = registry.load()
+    for error in rejected:
+        console.print(f"[yellow]skipped[/] {error}")
+    return sorted(c.id for c in found.values() if c.active)
+
+
+def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = None) -> None:
+    """The replay stage for every active candidate (or the given ones) over a window."""
+    ids = candidate_ids if candidate_ids is not None else active_candidates()
+    if not ids:
+        console.print("[yellow]no active candidates[/] in the registry (TRACELAKE_CANDIDATES); nothing replayed")
+        return
+    failed = replay_days(ids, _days(first, last))
+    if failed:
+        console.print(
+            "[red]replay failed for[/] " + ", ".join(f"{c} {d}" for c, d in failed) + "; the run log above says why"
+        )
+        raise typer.Exit(1)
+    for candidate_id in ids:
+        report(candidate_id, first, last)
+
+
+@app.command()
+def replay(
+    call_id: str = typer.Argument(None, metavar="[CALL_ID]", help="Replay this one call now (`tracelake show`)"),
+    candidate: str = typer.Option(None, "--candidate", help="Candidate id (a slug in the registry)"),
+    day: str = typer.Option(None, "--date", help="YYYY-MM-DD (default: yesterday, UTC)"),
+    to: str = typer.Option(None, "--to", help="Replay every day from --date to this day, inclusive"),
+    pinned: bool = typer.Option(False, "--pinned", help="With CALL_ID: at temperature 0"),
+    n: int = typer.Option(1, "--n", min=1, max=200, help="With CALL_ID: samples at production settings"),
+) -> None:
+    """Replay a candidate against recorded days (the `replays` and `replay_summary` assets, in-process),
+    or with CALL_ID one call now: its fidelity and its divergence from the original."""
+    from pipelines.replay.candidates import CandidateError
+
+    if call_id is not None:
+        from pipelines.cli.debug import replay_one_call
+
+        return replay_one_call(call_id, pinned, n)
+    if candidate is None:
+        raise typer.BadParameter("give a CALL_ID, or --candidate ID to replay a candidate", param_hint="--candidate")
+
+    first = date.fromisoformat(day) if day else _yesterday()
+    try:
+        run_replay_stage(first, date.fromisoformat(to) if to else first, [candidate])
+    except CandidateError as e:
+        console.print(f"[red]{e}[/]", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def report(
+    candidate: str, first: date | None = None, last: date | None = None, plot: Path | None = None
+) -> Path | None:
+    """Print a candidate's per-segment summary and write the plot; returns the PNG's path."""
+    import polars as pl
+
+    from pipelines.replay.report import SEGMENT_COLUMNS, plot_deltas, segment_table_rows
+    from pipelines.settings import Settings
+
+    warehouse = Settings.from_env().warehouse()
+    where = pl.col("candidate") == candidate
+    if first is not None:
+        where = where & (pl.col("day") >= first) & (pl.col("day") <= (last or first))
+    summary = warehouse.read("replay_summary", where).sort("day").to_dicts()
+    if not summary:
+        console.print(f"[yellow]no replay summary for {candidate}[/]; run `tracelake replay --candidate {candidate}`")
+        return None
+    days = sorted({r["day"] for r in summary})
+    shown = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity")]
+    # the per-segment table needs ~130 columns; wider than a pipe's default 80
+    wide = Console(width=max(out.width, 150))
+    for d in days:
+        rows = [r for r in summary if r["day"] == d]
+        simulated = " [magenta](simulated LLM)[/]" if any(r["simulated"] for r in rows) else ""
+        for mode, fidelity in sorted({(r["mode"], r["fidelity"]) for r in rows}):
+            group = [r for r in rows if (r["mode"], r["fidelity"]) == (mode, fidelity)]
+            table = Table(title=f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{simulated}")
+            for column in shown:
+                table.add_column(
+                    column, justify="left" if column in ("segment_key", "flag") else "right", no_wrap=column != "flag"
+                )
+            for r in segment_table_rows(group):
+                style = "bold red" if r["flag"] in ("regresses", "HIDES A REGRESSION") else None
+                table.add_row(*(str(r[c]) for c in shown), style=style)
+            wide.print(table)
+        for r in rows:
+            if r["segment_key"] == "all" and r["hides_regression"]:
+                wide.print(
+                    f"[bold red]flag[/]: {candidate} improves the {r['mode']}/{r['fidelity']} aggregate on {d} "
+                    f"(delta {r['delta']:+.2f}) while these segments significantly regress: "
+                    + ", ".join(r["regressed_segments"])
+                )
+    cost = sum(r["cost_usd"] for r in summary if r["segment_key"] == "all")
+    console.print(f"replay cost for {candidate}: ${cost:.4f} over {len(days)} day(s)")
+    path = plot or REPORTS / f"{candidate}.png"
+    plot_deltas(summary, path, f"{candidate}: per-segment delta, {days[0]}..{days[-1]}")
+    console.print(f"plot: {path}")
+    return path
+
+
+@app.command("replay-report")
+def replay_report(
+    candidate: str = typer.Option(..., "--candidate", help="Candidate id"),
+    day: str = typer.Option(None, "--date", help="First day (default: every day replayed)"),
+    to: str = typer.Option(None, "--to", help="Last day"),
+    plot: str = typer.Option(None, "--plot", help="Where to write the PNG (default .tracelake/reports/ID.png)"),
+) -> None:
+    """Print a candidate's per-segment replay summary (rich) and write a PNG of the per-segment deltas."""
+    first = date.fromisoformat(day) if day else None
+    if report(candidate, first, date.fromisoformat(to) if to else first, Path(plot) if plot else None) is None:
+        raise typer.Exit(1)
+
+
+@app.command()
+def candidates() -> None:
+    """List the candidates in the registry, and the files it rejected."""
+    from pipelines.settings import Settings
+
+    registry = Settings.from_env().candidate_registry()
+    found, rejected = registry.load()
+    table = Table(title=f"candidates in {registry.uri}")
+    for column in ("id", "revision", "active", "changes", "modes", "description"):
+        table.add_column(column)
+    for c in found.values():
+        table.add_row(c.id, str(c.revision), str(c.active), ", ".join(c.changes), ", ".join(c.modes), c.description)
+    out.print(table)
+    for error in rejected:
+        console.print(f"[red]rejected[/] {error}")

@@ -1,0 +1,325 @@
+"""One candidate's replay of one day: sample, plan the requests of every mode,
+send them through ``send`` (the LLM resource, in one batch per round), compare,
+and return the ``replays`` rows.
+
+``send(list[LLMRequest]) -> {key: Answer}`` is the only way out; a request whose
+content address was answered before is answered from the ledger by the resource,
+so a re-run sends nothing and produces the same rows.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from statsmodels.stats.proportion import proportion_confint
+
+from pipelines.llm.request import LLMRequest
+from pipelines.record.canonical import canonical_json, sha256_hex
+from pipelines.replay import bodies as b
+from pipelines.replay.bodies import BASELINE, Answer, replay_request
+from pipelines.replay.candidates import Candidate
+from pipelines.replay.compare import BAD_FINISH, compare, divergence, reproduces
+from pipelines.replay.fidelity import Fidelity, fidelity_of
+from pipelines.replay.sampling import Sampled, stratified_sample
+from pipelines.replay.state import RecordedTools, next_body
+
+# the calls columns a replay reads
+CALL_COLUMNS = (
+    "call_id",
+    "trace_id",
+    "session_id",
+    "service",
+    "occurred_at",
+    "segment",
+    "template_id",
+    "template_version",
+    "template_variables_json",
+    "request_json",
+    "rendered_request_sha256",
+    "request_sha256",
+    "request_hash_matches",
+    "retrieval",
+    "messages",
+    "tool_definitions",
+    "tool_executions",
+    "context_complete",
+    "truncated",
+    "capture_missing",
+    "flags",
+    "output_text",
+    "output_messages",
+    "finish_reason",
+    "response_model",
+    "usage",
+    "feedback",
+    "guardrail_hit",
+)
+Send = Callable[[list[LLMRequest]], Mapping[str, Answer]]
+NO_ANSWER = Answer(status="not_sent")
+# columns of `replays` that differ between runs of the same work: not part of the row's hash
+VOLATILE = ("run_id",)
+
+
+@dataclass
+class DayInputs:
+    """What a candidate's day replays from."""
+
+    candidate: Candidate
+    day: date
+    calls: list[dict[str, Any]]
+    rot: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_id -> latest rot_checks row
+    redaction_modes: dict[str, str] = field(default_factory=dict)  # call_id -> redaction mode
+    template_source: str | None = None  # the candidate's template, resolved from the store or inline
+    judge: Callable[[list[tuple[dict, Answer, Answer]]], list[tuple[str, str] | None]] | None = None
+
+
+def _is_failure(call: Mapping[str, Any]) -> bool:
+    """A call class-rate replays: it ended badly or a person said it was bad."""
+    feedback_down = any((f.get("value_string") or "") in ("down", "thumbs_down") for f in call.get("feedback") or [])
+    return call.get("finish_reason") in BAD_FINISH or feedback_down or bool(call.get("guardrail_hit"))
+
+
+def _row(
+    inputs: DayInputs,
+    sampled: Sampled,
+    mode: str,
+    sample_index: int,
+    fidelity: Fidelity,
+    sent: LLMRequest | None,
+    new: Answer,
+    old: Answer,
+    old_source: str,
+    *,
+    baseline: LLMRequest | None = None,
+    extra_cost: Answer | None = None,
+    step: int | None = None,
+) -> dict[str, Any]:
+    call = sampled.call
+    candidate = inputs.candidate
+    cost_parts = [a for a in (new, extra_cost) if a is not None]
+    row = {
+        "replay_id": sha256_hex(f"{call['call_id']}|{candidate.id}|{mode}|{sample_index}"),
+        "candidate": candidate.id,
+        "candidate_revision": candidate.revision,
+        "day": inputs.day,
+        "call_id": call["call_id"],
+        "trace_id": call.get("trace_id"),
+        "session_id": call.get("session_id"),
+        "service": call.get("service"),
+        "mode": mode,
+        "sample_index": sample_index,
+        "step": step,
+        "fidelity": fidelity.level,
+        "fidelity_reasons": list(fidelity.reasons),
+        "segment": sampled.segment,
+        "segment_key": sampled.segment_key,
+        "language": sampled.segment.get("language"),
+        "inclusion_probability": sampled.inclusion_probability,
+        "recorded_request_sha256": call.get("rendered_request_sha256"),
+        "request_sha256": sent.request_sha256 if sent else None,
+        "request_key": sent.key if sent else None,
+        "baseline_request_key": baseline.key if baseline else None,
+        "old_source": old_source,
+        "old_output": old.text,
+        "new_output": new.text,
+        "old_finish_reason": old.finish_reason,
+        "new_finish_reason": new.finish_reason,
+        "old_tool_calls_json": canonical_json([list(t) for t in old.tool_calls]),
+        "new_tool_calls_json": canonical_json([list(t) for t in new.tool_calls]),
+        "old_model": old.model,
+        "new_model": new.model,
+        "divergence": [],
+        "status": new.status,
+        "error": new.error,
+        "input_tokens": sum(a.input_tokens for a in cost_parts),
+        "output_tokens": sum(a.output_tokens for a in cost_parts),
+        "cache_read_input_tokens": sum(a.cache_read_input_tokens for a in cost_parts),
+        "cache_write_input_tokens": sum(a.cache_write_input_tokens for a in cost_parts),
+        "cost_usd": round(sum(a.cost_usd for a in cost_parts), 8),
+        "verdict": None,
+        "decided_by": None,
+        "reproduced": None,
+        "class_rate": None,
+        "class_rate_low": None,
+        "class_rate_high": None,
+        "stop_reason": None,
+        "simulated": any(a.simulated for a in cost_parts),
+    }
+    return row
+
+
+def _seal(rows: list[dict[str, Any]], run_id: str | None) -> list[dict[str, Any]]:
+    for row in rows:
+        stable = {k: v for k, v in row.items() if k not in VOLATILE}
+        row["record_sha256"] = sha256_hex(json.dumps(stable, sort_keys=True, default=str, ensure_ascii=False))
+        row["run_id"] = run_id
+    return rows
+
+
+def latest_rot(checks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """call_id -> its latest ``rot_checks`` row."""
+    latest: dict[str, dict[str, Any]] = {}
+    for row in checks:
+        held = latest.get(row["call_id"])
+        if held is None or row["checked_at"] > held["checked_at"]:
+            latest[row["call_id"]] = row
+    return latest
+
+
+def plan_sample(inputs: DayInputs) -> tuple[list[Sampled], list[list[dict[str, Any]]]]:
+    """(calls the single-call modes replay, agent sessions state replay starts in)."""
+    candidate = inputs.candidate
+    salt = f"{candidate.id}|{inputs.day.isoformat()}"
+    applicable = [c for c in inputs.calls if candidate.applies(c)]
+    sessions: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    singles = []
+    for call in applicable:
+        if "state" in candidate.modes and call.get("session_id") and call.get("tool_definitions"):
+            sessions[call["session_id"]].append(call)
+        else:
+            singles.append(call)
+    ordered = [sorted(s, key=lambda c: (c.get("occurred_at") is None, c.get("occurred_at"))) for s in sessions.values()]
+    return stratified_sample(singles, candidate.sample.per_stratum, salt), ordered
+
+
+def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Every ``replays`` row of a candidate's day (see the module docstring)."""
+    candidate = inputs.candidate
+    singles, sessions = plan_sample(inputs)
+    rows: list[dict[str, Any]] = []
+    plans: list[tuple[Sampled, str, int, Fidelity, LLMRequest | None, LLMRequest | None]] = []
+    for sampled in singles:
+        call = sampled.call
+        rot = inputs.rot.get(call["call_id"])
+        mode_of_redaction = inputs.redaction_modes.get(call["call_id"])
+        for mode in candidate.modes:
+            if mode == "state":
+                continue
+            rerenders = mode == "diff" and inputs.template_source is not None
+            fidelity = fidelity_of(call, rot, rerenders_template=rerenders, redaction_mode=mode_of_redaction)
+            if not fidelity.sendable:
+                plans.append((sampled, mode, 0, fidelity, None, None))
+                continue
+            recorded = b.recorded_request(call)
+            common = {"candidate": candidate.id, "call_id": call["call_id"]}
+            if mode == "capture":
+                plans.append((sampled, mode, 0, fidelity, replay_request(recorded, mode, **common), None))
+            elif mode == "pinned":
+                plans.append((sampled, mode, 0, fidelity, replay_request(b.pinned(recorded), mode, **common), None))
+            elif mode == "class_rate" and _is_failure(call):
+                for i in range(candidate.sample.class_rate_samples):
+                    plans.append((sampled, mode, i, fidelity, replay_request(recorded, mode, i, **common), None))
+            elif mode == "diff":
+                body = b.with_candidate(call, recorded, candidate, inputs.template_source)
+                baseline = replay_request(recorded, BASELINE, call_id=call["call_id"])
+                plans.append((sampled, mode, 0, fidelity, replay_request(body, mode, **common), baseline))
+
+    outgoing = [o for plan in plans for o in plan[4:6] if o is not None]
+    answers = send(list({o.key: o for o in outgoing}.values())) if outgoing else {}
+    diffs: list[tuple[dict[str, Any], Answer, Answer]] = []
+    class_samples: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for sampled, mode, index, fidelity, sent, baseline in plans:
+        call = sampled.call
+        language = sampled.segment.get("language")
+        original = b.recorded_answer(call)
+        new = answers.get(sent.key, NO_ANSWER) if sent else NO_ANSWER
+        if mode == "diff":
+            old = answers.get(baseline.key, NO_ANSWER) if baseline else NO_ANSWER
+            row = _row(
+                inputs,
+                sampled,
+                mode,
+                index,
+                fidelity,
+                sent,
+                new,
+                old,
+                BASELINE,
+                baseline=baseline,
+                extra_cost=old if baseline else None,
+            )
+            if sent is not None:
+                row["verdict"], row["decided_by"] = compare(old, new, language)
+                diffs.append((row, old, new))
+        else:
+            row = _row(inputs, sampled, mode, index, fidelity, sent, new, original, "recorded")
+            if sent is not None:
+                row["divergence"] = divergence(original, new)
+                row["verdict"], row["decided_by"] = compare(original, new, language)
+            if mode == "class_rate":
+                row["reproduced"] = reproduces(original, new, language)
+                class_samples[call["call_id"]].append(row)
+        rows.append(row)
+    if inputs.judge is not None and diffs:
+        for (row, _, _), judged in zip(diffs, inputs.judge([(r["call_id"], o, n) for r, o, n in diffs]), strict=True):
+            if judged is not None:
+                row["verdict"], row["decided_by"] = judged
+    for samples in class_samples.values():
+        known = [r for r in samples if r["reproduced"] is not None]
+        if known:
+            hits = sum(bool(r["reproduced"]) for r in known)
+            low, high = proportion_confint(hits, len(known), alpha=0.05, method="wilson")
+            for r in samples:
+                r["class_rate"], r["class_rate_low"], r["class_rate_high"] = hits / len(known), float(low), float(high)
+    rows.extend(_state_rows(inputs, sessions, send))
+    return _seal(rows, run_id)
+
+
+def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], send: Send) -> list[dict[str, Any]]:
+    """Resume each sampled session from step N and let the candidate continue (see ``state``)."""
+    candidate = inputs.candidate
+    if not sessions:
+        return []
+    starts = {s[min(candidate.sample.state_from_step, len(s) - 1)]["call_id"]: s for s in sessions}
+    sampled = stratified_sample(
+        [s[min(candidate.sample.state_from_step, len(s) - 1)] for s in sessions],
+        candidate.sample.per_stratum,
+        f"{candidate.id}|{inputs.day.isoformat()}|state",
+    )
+    rows: list[dict[str, Any]] = []
+    live: list[tuple[Sampled, Fidelity, RecordedTools, dict[str, Any], Answer]] = []
+    for item in sampled:
+        call, session = item.call, starts[item.call["call_id"]]
+        fidelity = fidelity_of(
+            call,
+            inputs.rot.get(call["call_id"]),
+            rerenders_template=inputs.template_source is not None,
+            redaction_mode=inputs.redaction_modes.get(call["call_id"]),
+        )
+        final = b.recorded_answer(session[-1])
+        if not fidelity.sendable:
+            rows.append(_row(inputs, item, "state", 0, fidelity, None, NO_ANSWER, final, "recorded", step=0))
+            continue
+        body = b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source)
+        live.append((item, fidelity, RecordedTools(session), body, final))
+    for step in range(candidate.sample.step_limit):
+        if not live:
+            break
+        out = {
+            id(entry): replay_request(entry[3], "state", step, candidate.id, entry[0].call["call_id"]) for entry in live
+        }
+        answers = send(list({o.key: o for o in out.values()}.values()))
+        still = []
+        for entry in live:
+            item, fidelity, tools, body, final = entry
+            sent = out[id(entry)]
+            answer = answers.get(sent.key, NO_ANSWER)
+            row = _row(inputs, item, "state", step, fidelity, sent, answer, final, "recorded", step=step)
+            following, why = next_body(body, answer, tools) if answer.ok else (None, "error")
+            if following is not None and step + 1 == candidate.sample.step_limit:
+                following, why = None, "step_limit"
+            if following is None:
+                row["stop_reason"] = why
+                row["verdict"], row["decided_by"] = compare(final, answer, item.segment.get("language"))
+                if why and why.startswith("no_recorded_result"):
+                    row["verdict"], row["decided_by"] = "inconclusive", why
+            else:
+                still.append((item, fidelity, tools, following, final))
+            rows.append(row)
+        live = still
+    return rows

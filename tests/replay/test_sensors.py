@@ -1,0 +1,71 @@
+"""The candidate sensor syncs partitions from the registry and rejects bad slugs;
+after a nightly run succeeds, one replay run per active synced candidate."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from assets.replay import candidate_partitions_sync, nightly_replay
+from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key
+from pipelines.resources.candidates import CandidateRegistry
+
+GOOD = "version: 1\nid: {slug}\ndescription: a candidate\nmodel: claude-sonnet-4-6-20261015\nactive: {active}\n"
+
+
+def registry(tmp_path) -> CandidateRegistry:
+    folder = tmp_path / "candidates"
+    folder.mkdir()
+    (folder / "prompt-v5.yaml").write_text(GOOD.format(slug="prompt-v5", active="true"))
+    (folder / "parked.yaml").write_text(GOOD.format(slug="parked", active="false"))
+    (folder / "Bad|Slug.yaml").write_text(GOOD.format(slug="Bad|Slug", active="true"))
+    (folder / "typo.yaml").write_text("version: 1\nid: typo\ndescription: x\nmodle: m\n")
+    return CandidateRegistry(uri=str(folder))
+
+
+def test_sync_adds_valid_candidates_and_rejects_bad_slugs_with_a_clear_message(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    resources = {"candidate_registry": registry(tmp_path)}
+    result = candidate_partitions_sync(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(result, dg.SensorResult)
+    (request,) = result.dynamic_partitions_requests
+    assert request.partitions_def_name == CANDIDATE_PARTITIONS
+    assert sorted(request.partition_keys) == ["parked", "prompt-v5"]
+    instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, list(request.partition_keys))
+
+    again = candidate_partitions_sync(dg.build_sensor_context(instance=instance, resources=resources))
+    assert isinstance(again, dg.SkipReason)
+    message = again.skip_message
+    assert "Bad|Slug.yaml" in message and "is not a slug" in message and "'|'" in message
+    assert "typo.yaml" in message and "modle" in message
+    assert set(instance.get_dynamic_partitions(CANDIDATE_PARTITIONS)) == {"parked", "prompt-v5"}
+
+
+@dg.op
+def nothing() -> None:
+    pass
+
+
+@dg.job(name="nightly")
+def nightly_stand_in():
+    nothing()
+
+
+def test_nightly_success_requests_one_replay_run_per_active_candidate(tmp_path):
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["prompt-v5", "parked"])
+    run = nightly_stand_in.execute_in_process(instance=instance, tags={"dagster/partition": "2026-11-20"})
+    event = next(
+        e
+        for e in instance.all_logs(run.run_id)
+        if e.dagster_event and e.dagster_event.event_type_value in ("PIPELINE_SUCCESS", "RUN_SUCCESS")
+    )
+    context = dg.build_run_status_sensor_context(
+        sensor_name="nightly_replay",
+        dagster_event=event.dagster_event,
+        dagster_instance=instance,
+        dagster_run=run.dagster_run,
+        resources={"candidate_registry": registry(tmp_path)},
+    )
+    requests = nightly_replay(context)
+    assert [r.partition_key for r in requests] == [candidate_day_key("prompt-v5", "2026-11-20")]
+    assert requests[0].run_key == "replay-prompt-v5-2026-11-20"
