@@ -100,7 +100,7 @@ def _demo_llm(settings):
     with running() as sim:
         saved = {k: os.environ.get(k) for k in sim.env()}
         os.environ.update(sim.env())
-        console.print(f"[magenta]LLM simulator[/] at {sim.url}: every replay output below is simulated")
+        console.print(f"[magenta]LLM simulator[/] at {sim.url}: every judge verdict and replay output below is simulated")
         try:
             yield
         finally:
@@ -131,9 +131,10 @@ def demo(
         os.environ[DEMO_VARIABLE] = "1"
     os.environ.setdefault("TRACELAKE_START_DATE", first.isoformat())
     demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
-    run(stage="nightly", day=first.isoformat(), to=last.isoformat())
     settings = Settings.from_env()
+    # the nightly job's judge and the replays both talk to the simulator (unless a real backend is set)
     with _demo_llm(settings):
+        run(stage="nightly", day=first.isoformat(), to=last.isoformat())
         run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
     tables()
     from pipelines.cli.judge import show_rates
