@@ -8,18 +8,8 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+from tests.browser import launch
 from tests.debug.conftest import HOSTILE_TRACE, hostile_text
-
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 
 def test_hostile_trace_renders_as_text_with_no_script_and_no_request(run, demo_day, tmp_path):
@@ -33,7 +23,7 @@ def test_hostile_trace_renders_as_text_with_no_script_and_no_request(run, demo_d
     url = Path(report).resolve().as_uri()
     requests, dialogs, console, errors = [], [], [], []
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        browser = launch(p)
         try:
             page = browser.new_page()
             page.on("request", lambda r: requests.append(r.url))

@@ -25,20 +25,11 @@ from assets.rot import rot_checks
 from pipelines.demo import generate
 from pipelines.demo.registry import FOLDER as DEMO_CANDIDATES
 from pipelines.simulator import running
+from tests.browser import launch
 from tests.environments import local_settings, run_stage
 
 LAST = date(2026, 11, 20)
 DAYS = [LAST - timedelta(days=2), LAST - timedelta(days=1), LAST]
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 INSTANCE_YAML = "telemetry:\n  enabled: false\n"
 
 
@@ -135,7 +126,7 @@ def test_backfill_a_new_candidate_over_three_days_from_the_ui(tmp_path):
             # a person adds a candidate: a new file in the registry
             shutil.copy(DEMO_CANDIDATES / "sonnet-next.yaml", registry / "sonnet-next.yaml")
             with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+                browser = launch(playwright)
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
                 open_backfill_dialog(page, base, "sonnet-next")
                 dialog = page.get_by_role("dialog")
