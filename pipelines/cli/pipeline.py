@@ -100,7 +100,7 @@ def _demo_llm(settings):
     with running() as sim:
         saved = {k: os.environ.get(k) for k in sim.env()}
         os.environ.update(sim.env())
-        console.print(f"[magenta]LLM simulator[/] at {sim.url}: every judge verdict and replay output below is simulated")
+        console.print(f"[magenta]LLM simulator[/] at {sim.url}: judge verdicts and replays below are simulated")
         try:
             yield
         finally:
