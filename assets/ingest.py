@@ -21,7 +21,7 @@ from pipelines.ingest import (
     objects_to_ingest,
     settle_with_existing,
 )
-from pipelines.partitions import daily, day_of
+from pipelines.partitions import daily, day_and_shard, day_of
 from pipelines.redact.residual import patterns_for_mode
 from pipelines.redact.screen import account, screen_rows
 from pipelines.resources.object_store import CorruptObject, ObjectInfo, ObjectStore
@@ -72,9 +72,9 @@ LOADED_TABLES = {
     pool="warehouse",
 )
 def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse: Warehouse, redaction: Redaction):
-    day = day_of(context)
+    day, shard = day_and_shard(context, source.shard_spec)  # shard None: the whole day
     now = datetime.now(UTC)
-    listed = source.list_day(day)
+    listed = source.list_day(day, shard)
     seen = _last_etags(warehouse, [o.key for o in listed])
     todo, unchanged = objects_to_ingest(listed, seen)
     context.log.info(f"{day}: {len(listed)} objects listed, {len(todo)} new or changed, {len(unchanged)} unchanged")

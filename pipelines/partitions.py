@@ -10,6 +10,7 @@ from datetime import date
 import dagster as dg
 
 from pipelines.settings import start_date
+from pipelines.shards import ShardSpec, shard_from_tags
 
 START_DATE = start_date()
 
@@ -19,6 +20,15 @@ daily = dg.DailyPartitionsDefinition(start_date=START_DATE, timezone="UTC", end_
 def day_of(context: dg.AssetExecutionContext | dg.AssetCheckExecutionContext) -> date:
     """The partition's day."""
     return date.fromisoformat(context.partition_key)
+
+
+def day_and_shard(context: dg.AssetExecutionContext, spec: ShardSpec) -> tuple[date, int | None]:
+    """The partition's day, and the shard of it this run ingests (None: all of it).
+
+    The shard is the second dimension of ingest, carried by run tags rather than a
+    multi-partition: Dagster allows one partitions definition per job, and the
+    nightly job runs the daily stages after ingest (see pipelines/shards.py)."""
+    return day_of(context), shard_from_tags(context.run.tags, spec)
 
 
 # Replay candidates: a dynamic dimension whose keys are the registry's slugs

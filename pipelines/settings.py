@@ -12,7 +12,8 @@ LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
 ``api`` when ``ANTHROPIC_API_KEY`` is set, else ``off``);
 ``TRACELAKE_LLM_URL`` is the simulator's URL (``ANTHROPIC_BASE_URL`` for
 ``api``); ``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
-Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
+Sharded days: ``TRACELAKE_SHARDS`` (``1``, ``hour:N`` or ``hash:N``; see
+``pipelines/shards.py``). Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
 ``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
 """
 
@@ -32,6 +33,7 @@ from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
 from pipelines.resources.policies import Redaction, RetentionPolicy
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
 from pipelines.resources.warehouse import Warehouse
+from pipelines.shards import ShardSpec
 
 HOME = Path(".tracelake")
 # `tracelake demo` writes this many days ending yesterday: the default first partition is its first day
@@ -53,6 +55,11 @@ def start_date(today: date | None = None) -> str:
 def _env(name: str, default: str | None = None) -> str | None:
     value = os.environ.get(name, "").strip()
     return value or default
+
+
+def shard_spec() -> ShardSpec:
+    """How the source's days split into shard runs: ``TRACELAKE_SHARDS`` (default 1, unsharded)."""
+    return ShardSpec.parse(_env("TRACELAKE_SHARDS"))
 
 
 def parse_overrides(text: str | None) -> dict[str, str]:
@@ -88,6 +95,7 @@ class Settings:
     candidates_uri: str = str(HOME / "candidates")
     judge_policy: str | None = None
     alert_webhook: bool = False
+    shards: str = "1"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -111,6 +119,7 @@ class Settings:
             candidates_uri=_env("TRACELAKE_CANDIDATES", str(HOME / "candidates")),
             judge_policy=_env("TRACELAKE_JUDGE_POLICY"),
             alert_webhook=_env("TRACELAKE_ALERT_WEBHOOK") is not None,
+            shards=str(shard_spec()),
         )
 
     def object_store(self) -> ObjectStore:
@@ -120,6 +129,7 @@ class Settings:
             format_overrides=self.format_overrides,
             endpoint_url=self.endpoint_url,
             region=self.region,
+            shards=self.shards,
         )
 
     def warehouse(self) -> Warehouse:

@@ -31,6 +31,8 @@ import zstandard
 from botocore.config import Config
 from pydantic import Field
 
+from pipelines.shards import ShardSpec
+
 T = TypeVar("T")
 DEFAULT_LAYOUTS = ("{yyyy}/{mm}/{dd}/", "year={yyyy}/month={mm}/day={dd}/")
 # Bigger than any trace object we expect; a decompression bomb stops here.
@@ -260,6 +262,9 @@ class ObjectStore(dg.ConfigurableResource):
         default=MAX_DECOMPRESSED_BYTES, description="output cap per compressed object (a bomb stops here)"
     )
     max_concurrent_decompressions: int = MAX_CONCURRENT_DECOMPRESSIONS
+    shards: str = Field(
+        default="1", description="how a day splits into shard runs: 1, hour:N or hash:N (TRACELAKE_SHARDS)"
+    )
 
     @cached_property
     def backend(self) -> _S3 | _Folder:
@@ -267,15 +272,33 @@ class ObjectStore(dg.ConfigurableResource):
             return _S3(self.uri, self.endpoint_url, self.region, self.max_attempts)
         return _Folder(self.uri)
 
-    def list_day(self, day: date) -> list[ObjectInfo]:
-        """Every object whose key carries ``day`` in one of the layouts, sorted by key."""
-        found: dict[str, ObjectInfo] = {}
+    @property
+    def shard_spec(self) -> ShardSpec:
+        return ShardSpec.parse(self.shards)
+
+    def list_day(self, day: date, shard: int | None = None) -> list[ObjectInfo]:
+        """Every object whose key carries ``day`` in one of the layouts, sorted by key;
+        with ``shard``, only those of that shard of the day (``shards``)."""
+        found = self._day_objects(day)
+        return [info for key, (info, s) in sorted(found.items()) if shard is None or s == shard]
+
+    def list_day_by_shard(self, day: date) -> dict[int, list[ObjectInfo]]:
+        """The day's objects by shard (every shard, empty or not), each sorted by key."""
+        by_shard: dict[int, list[ObjectInfo]] = {s: [] for s in range(self.shard_spec.count)}
+        for _, (info, s) in sorted(self._day_objects(day).items()):
+            by_shard[s].append(info)
+        return by_shard
+
+    def _day_objects(self, day: date) -> dict[str, tuple[ObjectInfo, int]]:
+        found: dict[str, tuple[ObjectInfo, int]] = {}
+        spec = self.shard_spec
         for layout in self.layouts:
             prefix, pattern = layout_pattern(layout, day)
             for info in self.backend.list(prefix):
-                if pattern.match(info.key):
-                    found[info.key] = info
-        return [found[k] for k in sorted(found)]
+                if matched := pattern.match(info.key):
+                    # an hour is looked for after the key's date
+                    found[info.key] = (info, spec.shard_of(info.key, info.key[matched.end() :]))
+        return found
 
     @cached_property
     def decompression_slots(self) -> threading.BoundedSemaphore:

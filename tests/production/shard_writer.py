@@ -1,5 +1,5 @@
 """One writer of a sharded day, as its own OS process: the ingest core for the objects
-whose key hashes to this shard, merged into the shared Delta tables.
+of this shard (``hash:SHARDS``, pipelines/shards.py), merged into the shared Delta tables.
 
     python -m tests.production.shard_writer SOURCE_URI WAREHOUSE_URI ENDPOINT DAY SHARD SHARDS
 
@@ -11,7 +11,6 @@ to do with how writers share tables. Prints what each merge did, as JSON.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import sys
 from datetime import UTC, date, datetime
@@ -26,12 +25,8 @@ RUN_ID = "shard-test"
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 
 
-def shard_of(key: str, shards: int) -> int:
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % shards
-
-
 def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int, shards: int) -> dict:
-    listed = [o for o in source.list_day(day) if shard_of(o.key, shards) == shard]
+    listed = source.list_day(day, shard)
     objects = []
     for info in listed:
         fields = dict(key=info.key, uri=source.uri_for(info.key), etag=info.etag, size=info.size)
@@ -56,7 +51,7 @@ def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int
 def main() -> None:
     source_uri, warehouse_uri, endpoint, day, shard, shards = sys.argv[1:7]
     region = "us-east-1"
-    source = ObjectStore(uri=source_uri, endpoint_url=endpoint, region=region)
+    source = ObjectStore(uri=source_uri, endpoint_url=endpoint, region=region, shards=f"hash:{shards}")
     warehouse = Warehouse(
         uri=warehouse_uri, endpoint_url=endpoint, region=region, access_key_id="testing", secret_access_key="testing"
     )

@@ -17,8 +17,8 @@ import polars as pl
 
 from pipelines.demo import generate
 from pipelines.record.schema import KEYS
+from pipelines.shards import ShardSpec
 from tests.environments import S3
-from tests.production.shard_writer import shard_of
 
 ROOT = Path(__file__).resolve().parents[2]
 DAY = date(2026, 11, 29)
@@ -66,7 +66,7 @@ def _keys(s3: S3, prefix: str, table: str) -> pl.DataFrame:
 def test_four_writers_through_s3_faults_land_every_row_exactly_once(s3):
     summary = generate(s3.uri("raw"), calls=400, days=1, seed=3, end=DAY, endpoint_url=s3.endpoint_url)
     keys = [k for k in s3.objects("raw/")]
-    assert {shard_of(k, SHARDS) for k in keys} == set(range(SHARDS)), "every shard has objects"
+    assert {ShardSpec("hash", SHARDS).shard_of(k) for k in keys} == set(range(SHARDS)), "every shard has objects"
 
     single = _finish(_writer(s3, "single", s3.endpoint_url, 0, 1))
     with fault_proxy(s3.endpoint_url, rate=0.10, seed=14) as (proxy, counts):
