@@ -1,0 +1,166 @@
+"""Sharded days: peak memory and wall time of one ingest run, whole day vs one shard of it.
+
+    python bench/shards.py                          # 10k, 40k and 160k-call demo days
+    python bench/shards.py --sizes 2000,8000        # quick
+    python bench/shards.py --calls-per-shard 5000   # shards sized to the day (the default)
+
+For each day size, one run ingests the whole day (unsharded), then the same day is
+ingested as ``hash:N`` shards (N = calls / calls-per-shard), one run after another into
+one set of tables. Every run is its own OS process; its peak RSS and CPU time are the
+kernel's (``os.wait4`` rusage, ``ru_maxrss``), its wall time includes starting Python.
+CPU seconds say more than wall time on a loaded machine.
+
+A run is the ingest core as a shard process runs it (tests/production/shard_writer.py:
+list the shard, read, parse and assemble in one process, settle with stored calls,
+merge calls, spans, quarantine and ingest_log), without Dagster and without redaction:
+redaction's memory is its model (constant) plus the rows the run already holds, and its
+time is bench/redact.py's. Both variants must land the same calls, spans and ingest_log
+keys; the table says so.
+
+Demo days are generated once and kept under bench/out/shards/ (a 160k-call day takes
+minutes to write); tables go to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+os.environ.setdefault("TRACELAKE_DEMO", "1")
+os.environ.setdefault("TRACELAKE_START_DATE", "2024-01-01")
+
+import polars as pl  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.progress import Progress  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from pipelines.demo import generate  # noqa: E402
+from pipelines.record.schema import KEYS  # noqa: E402
+from pipelines.resources.warehouse import Warehouse  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "bench" / "out" / "shards"
+DAY = date(2026, 11, 29)
+SEED = 11
+COMPARED = ("calls", "spans", "ingest_log")
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    cpu_seconds: float
+    peak_mb: float
+    objects: int
+
+
+def demo_day(calls: int, console: Console) -> tuple[Path, dict]:
+    """The cached source folder of a ``calls``-call demo day, generated the first time."""
+    folder = OUT / f"day-{calls}"
+    done = folder / "summary.json"
+    if not done.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        with console.status(f"generating a {calls:,}-call demo day under {folder} (once)"):
+            summary = generate(str(folder / "source"), calls=calls, days=1, seed=SEED, end=DAY)
+        done.write_text(
+            json.dumps({"calls": summary.calls, "objects": summary.objects, "bytes": summary.bytes_written})
+        )
+    return folder / "source", json.loads(done.read_text())
+
+
+def one_run(source: Path, warehouse: Path, shard: int, shards: int) -> Run:
+    """One ingest run (shard ``shard`` of ``hash:shards``) in a process of its own."""
+    argv = [sys.executable, "-m", "tests.production.shard_writer", str(source), str(warehouse), ""]
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [*argv, DAY.isoformat(), str(shard), str(shards)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    # wait4 gives this child's own rusage: ru_maxrss is its peak resident set, in KiB on Linux
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    out, err = process.stdout.read(), process.stderr.read()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode != 0:
+        raise SystemExit(f"shard {shard}/{shards} failed ({process.returncode}):\n{err.decode()[-3000:]}")
+    report = json.loads(out.decode().strip().splitlines()[-1])
+    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, report["objects"])
+
+
+def _keys(warehouse: Path, table: str) -> pl.DataFrame:
+    return Warehouse(uri=str(warehouse)).read(table, columns=list(KEYS[table])).sort(list(KEYS[table]))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,40000,160000", help="calls per demo day, comma-separated")
+    parser.add_argument("--calls-per-shard", type=int, default=5000, help="shards sized to the day: calls / this")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    OUT.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for calls in sizes:
+        source, summary = demo_day(calls, console)
+        shards = max(2, math.ceil(summary["calls"] / args.calls_per_shard))
+        with tempfile.TemporaryDirectory(prefix="tracelake-shards-") as tmp:
+            whole_wh, split_wh = Path(tmp) / "whole", Path(tmp) / "sharded"
+            with console.status(f"{summary['calls']:,} calls: the whole day in one run"):
+                whole = one_run(source, whole_wh, 0, 1)
+            runs = []
+            with Progress(console=console, transient=True) as progress:
+                task = progress.add_task(f"{summary['calls']:,} calls: {shards} shard runs", total=shards)
+                for shard in range(shards):
+                    runs.append(one_run(source, split_wh, shard, shards))
+                    progress.advance(task)
+            same = all(_keys(whole_wh, t).equals(_keys(split_wh, t)) for t in COMPARED)
+        assert sum(r.objects for r in runs) == whole.objects == summary["objects"]
+        rows.append((summary, whole, shards, runs, same))
+        worst = max(runs, key=lambda r: r.peak_mb)
+        console.print(
+            f"{summary['calls']:,} calls: whole day {whole.peak_mb:,.0f} MB / {whole.seconds:.1f} s; "
+            f"{shards} shards: at most {worst.peak_mb:,.0f} MB ({worst.seconds:.1f} s) a run"
+        )
+
+    table = Table(
+        title=f"One ingest run: the whole day vs one shard of it (hash shards of ~{args.calls_per_shard:,} calls)"
+    )
+    for name in ("calls", "objects", "source MB"):
+        table.add_column(name, justify="right")
+    for name in ("whole: peak RSS", "wall", "CPU"):
+        table.add_column(name, justify="right", style="yellow")
+    for name in ("shards", "shard: peak RSS (max)", "wall (mean/max)", "CPU (mean)", "all shards: wall"):
+        table.add_column(name, justify="right", style="green")
+    table.add_column("RSS whole/shard", justify="right")
+    table.add_column("same rows", justify="center")
+    for summary, whole, shards, runs, same in rows:
+        peak = max(r.peak_mb for r in runs)
+        table.add_row(
+            f"{summary['calls']:,}",
+            f"{summary['objects']:,}",
+            f"{summary['bytes'] / 1e6:,.0f}",
+            f"{whole.peak_mb:,.0f} MB",
+            f"{whole.seconds:.1f} s",
+            f"{whole.cpu_seconds:.1f} s",
+            str(shards),
+            f"{peak:,.0f} MB",
+            f"{sum(r.seconds for r in runs) / shards:.1f}/{max(r.seconds for r in runs):.1f} s",
+            f"{sum(r.cpu_seconds for r in runs) / shards:.1f} s",
+            f"{sum(r.seconds for r in runs):.1f} s",
+            f"{whole.peak_mb / peak:.2f}x",
+            "yes" if same else "[red]NO[/red]",
+        )
+    console.print(table)
+    console.print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
