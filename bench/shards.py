@@ -137,7 +137,7 @@ def main() -> None:
         table.add_column(name, justify="right")
     for name in ("whole: peak RSS", "wall", "CPU"):
         table.add_column(name, justify="right", style="yellow")
-    for name in ("shards", "shard: peak RSS (max)", "wall (mean/max)", "CPU (first/last)", "all shards: wall"):
+    for name in ("shards", "shard: peak RSS (max)", "wall (mean/max)", "CPU (mean)", "CPU first/last", "all wall"):
         table.add_column(name, justify="right", style="green")
     table.add_column("RSS whole/shard", justify="right")
     table.add_column("same rows", justify="center")
@@ -153,6 +153,7 @@ def main() -> None:
             str(shards),
             f"{peak:,.0f} MB",
             f"{sum(r.seconds for r in runs) / shards:.1f}/{max(r.seconds for r in runs):.1f} s",
+            f"{sum(r.cpu_seconds for r in runs) / shards:.1f} s",
             # the last shard merges into the tables the others filled: what it costs more is the merge
             f"{runs[0].cpu_seconds:.1f}/{runs[-1].cpu_seconds:.1f} s",
             f"{sum(r.seconds for r in runs):.1f} s",
