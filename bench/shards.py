@@ -105,7 +105,7 @@ def main() -> None:
     parser.add_argument("--calls-per-shard", type=int, default=5000, help="shards sized to the day: calls / this")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    console = Console(width=None if sys.stdout.isatty() else 150)
+    console = Console(width=None if sys.stdout.isatty() else 180)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
     for calls in sizes:
