@@ -30,10 +30,10 @@ from pipelines.shards import (
     SHARDING_TAG,
     ShardRun,
     ShardSpec,
-    day_complete,
     landed_key,
     missing_shards,
     shard_tags,
+    stages_to_launch,
 )
 
 LOOKBACK_DAYS = 2
@@ -75,18 +75,18 @@ def new_source_objects(context: dg.SensorEvaluationContext, source: ObjectStore)
     days = [(today - timedelta(days=i)).isoformat() for i in range(LOOKBACK_DAYS)]
     spec = source.shard_spec
     for day in days:
-        objects = source.list_day(datetime.fromisoformat(day).date())
-        if not objects:
+        by_shard = source.list_day_by_shard(datetime.fromisoformat(day).date())
+        if not any(by_shard.values()):
             continue
         if not spec.sharded:
-            digest = day_digest(objects)
+            digest = day_digest(by_shard[0])
             if cursor.get(day) != digest:
                 yield dg.RunRequest(run_key=f"{day}:{digest[:16]}", partition_key=day)
                 cursor[day] = digest
             continue
         # every shard of a day with objects gets a run the first time (an empty shard's run is
-        # quick), and then whenever its own objects change
-        for shard, found in source.list_day_by_shard(datetime.fromisoformat(day).date()).items():
+        # quick; the day waits for all of them), and then whenever its own objects change
+        for shard, found in by_shard.items():
             name, digest = f"{day}#{spec}#{shard}", day_digest(found)
             if cursor.get(name) != digest:
                 yield shard_request(context.repository_def, spec, day, shard, f"{name}:{digest[:16]}")
@@ -95,27 +95,30 @@ def new_source_objects(context: dg.SensorEvaluationContext, source: ObjectStore)
     context.update_cursor(json.dumps(kept))
 
 
-def latest_shard_runs(instance: dg.DagsterInstance, spec: ShardSpec, day: str) -> dict[int, ShardRun]:
-    """The latest run of each shard of ``day`` under ``spec``."""
+def latest_shard_runs(instance: dg.DagsterInstance, spec: ShardSpec, day: str) -> tuple[dict[int, ShardRun], set[int]]:
+    """The latest run of each shard of ``day`` under ``spec``, and the shards that had a
+    successful run of the nightly fan-out."""
     runs = instance.get_runs(
         filters=dg.RunsFilter(tags={"dagster/partition": day, SHARDING_TAG: str(spec)}), limit=50 * spec.count
     )
     latest: dict[int, ShardRun] = {}
+    nightly_done: set[int] = set()
     for run in runs:  # newest first
-        shard = int(run.tags[SHARD_TAG])
-        if shard not in latest:
-            state = RUN_STATES.get(run.status, "running")
-            latest[shard] = ShardRun(shard, run.run_id, state, run.tags.get(NIGHTLY_TAG) == day)
-    return latest
+        shard, state = int(run.tags[SHARD_TAG]), RUN_STATES.get(run.status, "running")
+        nightly = run.tags.get(NIGHTLY_TAG) == day
+        latest.setdefault(shard, ShardRun(shard, run.run_id, state, nightly))
+        if nightly and state == "succeeded":
+            nightly_done.add(shard)
+    return latest, nightly_done
 
 
-def after_load(repository: dg.RepositoryDefinition, job: dg.JobDefinition) -> dict:
-    """What ``job`` does after the raw-trace load: its other assets and all its checks."""
+def after_load(repository: dg.RepositoryDefinition, job_name: str) -> dict:
+    """What the ``nightly`` or ``ingest`` job does after the raw-trace load: its other assets and all its checks."""
     graph = repository.asset_graph
-    selection = dg.AssetSelection.groups(*(STAGES if job is nightly else ("ingest",)))
+    selection = dg.AssetSelection.groups(*(STAGES if job_name == nightly.name else ("ingest",)))
     assets = selection.resolve(graph) - set(load_keys(repository))
     checks = selection.resolve_checks(graph)
-    return {"job_name": job.name, "asset_selection": sorted(assets), "asset_check_keys": sorted(checks)}
+    return {"job_name": job_name, "asset_selection": sorted(assets), "asset_check_keys": sorted(checks)}
 
 
 @dg.sensor(
@@ -139,22 +142,20 @@ def sharded_days(context: dg.SensorEvaluationContext, source: ObjectStore):
             for s in range(spec.count)
         ]
     for day in [(now - timedelta(days=i)).date().isoformat() for i in range(LOOKBACK_DAYS + 1)]:
-        latest = latest_shard_runs(context.instance, spec, day)
+        latest, nightly_done = latest_shard_runs(context.instance, spec, day)
         if not latest:
             continue
-        if not day_complete(spec, latest):
+        stages = stages_to_launch(spec, latest, nightly_done)
+        if not stages:
             waiting.append(f"{day} (shards {', '.join(map(str, missing_shards(spec, latest)))})")
-            continue
-        if any(run.nightly for run in latest.values()):
+        if "nightly" in stages:
             # a nightly run without its load step: nightly_replay follows it as usual
             requests.append(
-                dg.RunRequest(run_key=f"nightly-{day}", partition_key=day, **after_load(repository, nightly))
+                dg.RunRequest(run_key=f"nightly-{day}", partition_key=day, **after_load(repository, nightly.name))
             )
-        else:
+        if "ingest" in stages:
             run_key = f"{day}#{spec}:{landed_key(latest)}"
-            requests.append(
-                dg.RunRequest(run_key=run_key, partition_key=day, **after_load(repository, stage_jobs["ingest"]))
-            )
+            requests.append(dg.RunRequest(run_key=run_key, partition_key=day, **after_load(repository, "ingest")))
     if waiting:
         context.log.info("waiting for shards: " + "; ".join(waiting))
     return requests or dg.SkipReason("no day has all its shards in: " + ("; ".join(waiting) or "none ran yet"))

@@ -152,6 +152,19 @@ def missing_shards(spec: ShardSpec, latest: Mapping[int, ShardRun]) -> list[int]
     return [s for s in range(spec.count) if s not in latest or latest[s].state != "succeeded"]
 
 
+def stages_to_launch(spec: ShardSpec, latest: Mapping[int, ShardRun], nightly_done: set[int]) -> list[str]:
+    """What follows the load of a day: nothing until every shard's latest run succeeded;
+    then ``nightly`` once every shard has had a successful run of the nightly fan-out
+    (the run key makes it once a day), and ``ingest`` (traces and the checks) when a
+    latest run came from elsewhere (objects that changed, a shard run by hand)."""
+    if not day_complete(spec, latest):
+        return []
+    stages = ["nightly"] if nightly_done >= set(range(spec.count)) else []
+    if not all(run.nightly for run in latest.values()):
+        stages.append("ingest")
+    return stages
+
+
 def landed_key(latest: Mapping[int, ShardRun]) -> str:
     """A digest of which run landed each shard: the daily stages run once per such set."""
     text = ",".join(f"{s}={latest[s].run_id}" for s in sorted(latest))

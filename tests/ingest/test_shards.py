@@ -5,6 +5,7 @@ shard of the day succeeded; a re-run of a shard is a no-op."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -18,8 +19,8 @@ from pipelines.demo import generate
 from pipelines.record.schema import KEYS
 from pipelines.resources.object_store import ObjectStore
 from pipelines.schedules import nightly_schedule
-from pipelines.sensors import load_keys, new_source_objects, shard_request, sharded_days
-from pipelines.shards import NIGHTLY_TAG, SHARD_TAG, ShardSpec, shard_from_tags, shard_tags
+from pipelines.sensors import after_load, load_keys, new_source_objects, shard_request, sharded_days
+from pipelines.shards import NIGHTLY_TAG, SHARD_TAG, ShardRun, ShardSpec, shard_from_tags, shard_tags, stages_to_launch
 from tests.environments import local_settings
 from tests.ingest.shard_run import execute, settings_file
 
@@ -61,7 +62,7 @@ def _spawn(settings_json: str, shard: int, home: Path) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tests.ingest.shard_run", settings_json, DAY.isoformat(), str(shard)],
         cwd=ROOT,
-        env={**__import__("os").environ, "DAGSTER_HOME": str(home)},
+        env={**os.environ, "DAGSTER_HOME": str(home)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
@@ -133,17 +134,35 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         )
         assert split.read("calls").height == summary.calls
 
-        # a shard run again (this time as the nightly fan-out launches it): nothing new to read,
-        # no table gets a new version; the day then gets the nightly job without its load step
+        # a shard run again (as the nightly fan-out launches it): nothing new to read, no table
+        # gets a new version; the day's nightly run waits for the fan-out's run of every shard
         versions = {t: split.version(t) for t in (*LOADED, "traces")}
         again = shard_request(repository, spec, day, 1, "again", nightly_day=day)
         assert again.tags[NIGHTLY_TAG] == day and again.asset_check_keys == []
         assert execute(defs, again, instance).success
         assert {t: split.version(t) for t in versions} == versions
-        [nightly] = _tick(defs, instance, store)
-        assert nightly.job_name == "nightly" and nightly.run_key == f"nightly-{day}"
-        assert {dg.AssetKey(k) for k in ("traces", "retention", "rot_checks")} <= set(nightly.asset_selection)
-        assert not set(load_keys(repository)) & set(nightly.asset_selection)
+        assert [r.job_name for r in _tick(defs, instance, store)] == ["ingest"]
+        nightly = after_load(repository, "nightly")
+        assert nightly["job_name"] == "nightly"
+        assert {dg.AssetKey(k) for k in ("traces", "retention", "rot_checks")} <= set(nightly["asset_selection"])
+        assert not set(load_keys(repository)) & set(nightly["asset_selection"])
+
+
+def test_the_nightly_stages_follow_once_every_shard_had_its_nightly_run():
+    spec = ShardSpec.parse("hash:3")
+
+    def runs(*states_and_nightly):
+        return {s: ShardRun(s, f"r{s}", state, nightly) for s, (state, nightly) in enumerate(states_and_nightly)}
+
+    ok, night = ("succeeded", False), ("succeeded", True)
+    assert stages_to_launch(spec, runs(ok, ok), set()) == [], "shard 2 never ran"
+    assert stages_to_launch(spec, runs(ok, ("running", False), ok), set()) == []
+    assert stages_to_launch(spec, runs(ok, ("failed", True), ok), {0}) == []
+    assert stages_to_launch(spec, runs(ok, ok, ok), set()) == ["ingest"]
+    assert stages_to_launch(spec, runs(night, night, night), {0, 1, 2}) == ["nightly"]
+    # late objects re-ran a shard after the fan-out: nightly still runs once, and the new rows get traces
+    assert stages_to_launch(spec, runs(night, ok, night), {0, 1, 2}) == ["nightly", "ingest"]
+    assert stages_to_launch(spec, runs(night, night, ok), {0, 1}) == ["ingest"]
 
 
 def test_sensor_requests_one_run_per_changed_shard_and_the_schedule_leaves_sharded_days_to_it(tmp_path, monkeypatch):
