@@ -48,15 +48,22 @@ from rich.table import Table  # noqa: E402
 from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.resources.object_store import decompress  # noqa: E402
+from pipelines.resources.warehouse import UNIQUE_COLUMNS  # noqa: E402
 from pipelines.settings import Settings  # noqa: E402
 
 DAY = date(2026, 11, 29)
 STAGES = ("ingest", "retention", "rot")
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 OUT = Path(__file__).parent / "out" / "storage"
+# the warehouse's column properties, under each codec
 CODECS = {
-    "snappy": WriterProperties(compression="SNAPPY"),
-    **{f"zstd({level})": WriterProperties(compression="ZSTD", compression_level=level) for level in (1, 3, 6, 9)},
+    "snappy": WriterProperties(compression="SNAPPY", column_properties=UNIQUE_COLUMNS),
+    **{
+        f"zstd({level})": WriterProperties(
+            compression="ZSTD", compression_level=level, column_properties=UNIQUE_COLUMNS
+        )
+        for level in (1, 3, 6, 9)
+    },
 }
 
 

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import dagster as dg
 import polars as pl
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
+from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pydantic import Field
 
@@ -39,11 +39,24 @@ DEFAULT_LOG_RETENTION = "interval 30 days"
 # What delta-rs's S3 client says when a request failed in a way another attempt may not:
 # object_store retries reads, but not a commit's conditional PUT whose connection dropped.
 TRANSIENT_S3 = ("error sending request", "connection", "timed out", "status code: 5", "SlowDown")
+# Digests and ids that are unique per row gain nothing from a dictionary (it only adds an
+# index per value) and nothing from min/max statistics (random values prune no file).
+UNIQUE_PER_ROW = (
+    "call_id", "span_key", "record_sha256", "rendered_request_sha256", "request_sha256", "response_id",
+    "provider_request_id", "recorded_sha256", "rerendered_sha256", "span_id", "quarantine_id",
+)  # fmt: skip
+UNIQUE_COLUMNS = {
+    name: ColumnProperties(dictionary_enabled=False, statistics_enabled="NONE") for name in UNIQUE_PER_ROW
+}
 # Every Parquet file tracelake writes. Most stored bytes are hex ids and digests (~4 bits of
 # entropy per character), which snappy cannot shrink and zstd's entropy coder halves; level 3
 # (zstd's default) is within a few percent of 6 and 9 at a fraction of their write time
 # (bench/storage.py --codecs prints the comparison).
-WRITER_PROPERTIES = WriterProperties(compression="ZSTD", compression_level=3)
+WRITER_PROPERTIES = WriterProperties(
+    compression="ZSTD",
+    compression_level=3,
+    column_properties=UNIQUE_COLUMNS,
+)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -175,7 +188,11 @@ class Warehouse(dg.ConfigurableResource):
         if table is None:
             return pl.from_arrow(TABLES[name].empty_table()).lazy()
         # as the core built the rows: what storage leaves out comes back (record/stored.py)
-        return from_stored(name, pl.scan_delta(table))
+        return from_stored(name, pl.scan_delta(table), self._scan_stored)
+
+    def _scan_stored(self, name: str) -> pl.LazyFrame | None:
+        table = self.table(name)
+        return None if table is None else pl.scan_delta(table)
 
     def read(self, name: str, where: pl.Expr | None = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """Rows of a table. The object store under delta-rs and polars retries
