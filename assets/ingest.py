@@ -131,6 +131,7 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     # llm spans that `calls` already says are not stored twice; reading `spans` adds them back
     stored_spans = spans_to_store(to_arrow("spans", batch.spans), batch.calls)
     spans = warehouse.merge("spans", stored_spans, partitions=batch.dates("spans"), replace=replace)
+    warehouse.ensure("spans")  # a day of llm spans only stores none
     audit = warehouse.merge("redaction_audit", redacted.audit, partitions=batch.dates("calls"))
     quarantine = warehouse.merge("quarantine", batch.quarantine)
     warehouse.ensure("quarantine")  # queryable (empty) from the first run

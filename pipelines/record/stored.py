@@ -117,6 +117,8 @@ _SPAN_TYPES = dict(pl.from_arrow(SPANS.empty_table()).schema)
 
 def spans_to_store(spans: pa.Table, calls: Sequence[Mapping[str, Any]] | pa.Table) -> pa.Table:
     """``spans`` without the llm spans that ``llm_spans`` builds again, value for value, from ``calls``."""
+    if spans.num_rows == 0:
+        return spans
     if isinstance(calls, pa.Table):
         source = pl.from_arrow(calls.select(SPAN_SOURCE))
     else:
@@ -128,7 +130,7 @@ def spans_to_store(spans: pa.Table, calls: Sequence[Mapping[str, Any]] | pa.Tabl
         pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"{c}__built")) for c in compared])
         & pl.col("kind__built").is_not_null()
     )
-    return spans.filter(pa.array((~same.to_series().fill_null(False)).to_list()))
+    return spans.filter(pa.array((~same.to_series().fill_null(False)).to_list(), type=pa.bool_()))
 
 
 def _call_types() -> dict[str, pl.DataType]:

@@ -185,10 +185,9 @@ class Warehouse(dg.ConfigurableResource):
         """A lazy polars frame over the table, with the columns storage leaves
         out filled in; an empty frame of the right schema when the table does not exist yet."""
         table = self.table(name)
-        if table is None:
-            return pl.from_arrow(TABLES[name].empty_table()).lazy()
+        stored = pl.from_arrow(TABLES[name].empty_table()).lazy() if table is None else pl.scan_delta(table)
         # as the core built the rows: what storage leaves out comes back (record/stored.py)
-        return from_stored(name, pl.scan_delta(table), self._scan_stored)
+        return from_stored(name, stored, self._scan_stored)
 
     def _scan_stored(self, name: str) -> pl.LazyFrame | None:
         table = self.table(name)
