@@ -145,8 +145,11 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
         return frame.with_columns(computed_request_sha256())
     if name == "spans":
         calls = stored_scan("calls")
-        if calls is None:
-            return frame
-        built = llm_spans(calls).join(frame.select("span_key"), on="span_key", how="anti")
-        return pl.concat([frame, built.select(frame.collect_schema().names())], how="vertical_relaxed")
+        return frame if calls is None else spans_with_calls(frame, calls)
     return frame
+
+
+def spans_with_calls(spans: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
+    """Stored ``spans`` and the llm spans of ``calls`` that are not stored: the `spans` table as ingest built it."""
+    built = llm_spans(calls).join(spans.select("span_key"), on="span_key", how="anti")
+    return pl.concat([spans, built.select(spans.collect_schema().names())], how="vertical_relaxed")
