@@ -22,6 +22,7 @@ from pipelines.ingest import (
     settle_with_existing,
 )
 from pipelines.partitions import daily, day_and_shard, day_of
+from pipelines.record.stored import spans_to_store
 from pipelines.redact.residual import patterns_for_mode
 from pipelines.redact.screen import account, screen_rows
 from pipelines.resources.object_store import CorruptObject, ObjectInfo, ObjectStore
@@ -127,7 +128,10 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     changed = [source.uri_for(o.key) for o in todo if o.key in seen]
     replace = in_list("t.source_uri", changed) if changed else None
     calls = warehouse.merge("calls", batch.calls, partitions=batch.dates("calls"), replace=replace)
-    spans = warehouse.merge("spans", batch.spans, partitions=batch.dates("spans"), replace=replace)
+    # llm spans that `calls` already says are not stored twice; reading `spans` adds them back
+    stored_spans = spans_to_store(to_arrow("spans", batch.spans), batch.calls)
+    spans = warehouse.merge("spans", stored_spans, partitions=batch.dates("spans"), replace=replace)
+    warehouse.ensure("spans")  # a day of llm spans only stores none
     audit = warehouse.merge("redaction_audit", redacted.audit, partitions=batch.dates("calls"))
     quarantine = warehouse.merge("quarantine", batch.quarantine)
     warehouse.ensure("quarantine")  # queryable (empty) from the first run

@@ -33,7 +33,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from pipelines.record.schema import PARTITIONS, TABLES
-from pipelines.resources.warehouse import Warehouse
+from pipelines.resources.warehouse import WRITER_PROPERTIES, Warehouse
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -142,7 +142,7 @@ def maintain(
         return None
     version_before, before = table.version(), table_files(table)
 
-    metrics = _on_fresh_table(warehouse, name, lambda t: t.optimize.compact())
+    metrics = _on_fresh_table(warehouse, name, lambda t: t.optimize.compact(writer_properties=WRITER_PROPERTIES))
     compacted = int(metrics.get("numFilesRemoved", 0))
 
     zordered: list[str] = []
@@ -154,7 +154,13 @@ def maintain(
             if _zordered_since_last_write(warehouse.table(name), day):
                 continue
             filters = [(part_cols[0], "=", day)]
-            _on_fresh_table(warehouse, name, lambda t, f=filters: t.optimize.z_order(columns, partition_filters=f))
+            _on_fresh_table(
+                warehouse,
+                name,
+                lambda t, f=filters: t.optimize.z_order(
+                    columns, partition_filters=f, writer_properties=WRITER_PROPERTIES
+                ),
+            )
             zordered.append(day)
 
     wanted = _retention_properties(retention_days)

@@ -3,7 +3,9 @@
 Every write goes through ``Warehouse.merge``: rows are cast to the table's
 schema from ``record/schema.py`` (never inferred), merged by the table's key,
 and a matched row is rewritten only when its ``record_sha256`` changed, so a
-re-run that brings nothing new makes no commit at all.
+re-run that brings nothing new makes no commit at all. What a table leaves out
+because another column already says it (``record/stored.py``) is left out on
+every write and filled back in on every ``scan`` and ``read``.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ from typing import Any, TypeVar
 import dagster as dg
 import polars as pl
 import pyarrow as pa
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from pydantic import Field
 
 from pipelines.record.rows import ARROW_ERRORS, misfits
 from pipelines.record.schema import KEYS, PARTITIONS, TABLES
+from pipelines.record.stored import from_stored, to_stored
 from pipelines.resources.object_store import read_again
 
 log = logging.getLogger(__name__)
@@ -36,6 +39,24 @@ DEFAULT_LOG_RETENTION = "interval 30 days"
 # What delta-rs's S3 client says when a request failed in a way another attempt may not:
 # object_store retries reads, but not a commit's conditional PUT whose connection dropped.
 TRANSIENT_S3 = ("error sending request", "connection", "timed out", "status code: 5", "SlowDown")
+# Digests and ids that are unique per row gain nothing from a dictionary (it only adds an
+# index per value) and nothing from min/max statistics (random values prune no file).
+UNIQUE_PER_ROW = (
+    "call_id", "span_key", "record_sha256", "rendered_request_sha256", "request_sha256", "response_id",
+    "provider_request_id", "recorded_sha256", "rerendered_sha256", "span_id", "quarantine_id",
+)  # fmt: skip
+UNIQUE_COLUMNS = {
+    name: ColumnProperties(dictionary_enabled=False, statistics_enabled="NONE") for name in UNIQUE_PER_ROW
+}
+# Every Parquet file tracelake writes. Most stored bytes are hex ids and digests (~4 bits of
+# entropy per character), which snappy cannot shrink and zstd's entropy coder halves; level 3
+# (zstd's default) is within a few percent of 6 and 9 at a fraction of their write time
+# (bench/storage.py --codecs prints the comparison).
+WRITER_PROPERTIES = WriterProperties(
+    compression="ZSTD",
+    compression_level=3,
+    column_properties=UNIQUE_COLUMNS,
+)
 
 
 def is_transient(error: BaseException) -> bool:
@@ -161,12 +182,16 @@ class Warehouse(dg.ConfigurableResource):
         return None if table is None else table.version()
 
     def scan(self, name: str) -> pl.LazyFrame:
-        """A lazy polars frame over the table; an empty frame of the right
-        schema when the table does not exist yet."""
+        """A lazy polars frame over the table, with the columns storage leaves
+        out filled in; an empty frame of the right schema when the table does not exist yet."""
         table = self.table(name)
-        if table is None:
-            return pl.from_arrow(TABLES[name].empty_table()).lazy()
-        return pl.scan_delta(table)
+        stored = pl.from_arrow(TABLES[name].empty_table()).lazy() if table is None else pl.scan_delta(table)
+        # as the core built the rows: what storage leaves out comes back (record/stored.py)
+        return from_stored(name, stored, self._scan_stored)
+
+    def _scan_stored(self, name: str) -> pl.LazyFrame | None:
+        table = self.table(name)
+        return None if table is None else pl.scan_delta(table)
 
     def read(self, name: str, where: pl.Expr | None = None, columns: Sequence[str] | None = None) -> pl.DataFrame:
         """Rows of a table. The object store under delta-rs and polars retries
@@ -199,7 +224,7 @@ class Warehouse(dg.ConfigurableResource):
         rows not in ``rows`` are deleted: a changed source object replaces
         what it wrote before.
         """
-        data = to_arrow(name, rows)
+        data = to_stored(name, to_arrow(name, rows))
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)
         for attempt in range(1, self.max_commit_attempts + 1):
@@ -233,6 +258,7 @@ class Warehouse(dg.ConfigurableResource):
                 mode="error",
                 partition_by=list(PARTITIONS[name]) or None,
                 storage_options=self.storage_options(),
+                writer_properties=WRITER_PROPERTIES,
             )
         except Exception as e:
             if self.table(name) is None:
@@ -265,6 +291,7 @@ class Warehouse(dg.ConfigurableResource):
             source_alias="s",
             target_alias="t",
             merge_schema=True,
+            writer_properties=WRITER_PROPERTIES,
             commit_properties=_commit_properties(txn),
         )
         if "record_sha256" in data.schema.names:
@@ -306,7 +333,7 @@ class Warehouse(dg.ConfigurableResource):
     def delete(self, name: str, predicate: str) -> int:
         """Delete the rows matching a SQL ``predicate``; returns how many. The
         files that held them stay on disk until ``vacuum``."""
-        metrics = self._retrying(name, lambda table: table.delete(predicate))
+        metrics = self._retrying(name, lambda table: table.delete(predicate, writer_properties=WRITER_PROPERTIES))
         return 0 if metrics is None else int(metrics.get("num_deleted_rows", 0))
 
     def rewrite(
@@ -322,7 +349,7 @@ class Warehouse(dg.ConfigurableResource):
         ``rows``: if a re-ingest changed the row since it was read, the newer
         row wins and is left for the next run.
         """
-        data = to_arrow(name, rows)
+        data = to_stored(name, to_arrow(name, rows))
         if data.num_rows == 0:
             return MergeResult(name, self.version(name), 0)
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
@@ -332,7 +359,14 @@ class Warehouse(dg.ConfigurableResource):
 
         def once(table: DeltaTable) -> MergeResult:
             before = table.version()
-            merger = table.merge(data, predicate=predicate, source_alias="s", target_alias="t", merge_schema=True)
+            merger = table.merge(
+                data,
+                predicate=predicate,
+                source_alias="s",
+                target_alias="t",
+                merge_schema=True,
+                writer_properties=WRITER_PROPERTIES,
+            )
             metrics = merger.when_matched_update_all(predicate=guard).execute()
             after = table.version()
             updated = metrics.get("num_target_rows_updated", 0)
@@ -349,7 +383,9 @@ class Warehouse(dg.ConfigurableResource):
             if not values:
                 return 0
             filters = [(PARTITIONS[name][0], "in", values)]
-        metrics = self._retrying(name, lambda table: table.optimize.compact(partition_filters=filters))
+        metrics = self._retrying(
+            name, lambda table: table.optimize.compact(partition_filters=filters, writer_properties=WRITER_PROPERTIES)
+        )
         return 0 if metrics is None else int(metrics.get("numFilesRemoved", 0))
 
     def vacuum(self, name: str, *, orphan_grace_hours: int = 1) -> int:

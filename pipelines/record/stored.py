@@ -1,0 +1,155 @@
+"""What a table stores, as opposed to the row the core builds: no value that
+another column of the same row already says, and no longer digest than its use needs.
+
+``Warehouse`` applies ``to_stored`` to every write and ``from_stored`` to every
+read, so code reading through the warehouse sees the rows the core built. A
+query engine reading the Delta files directly sees the stored form; the README's
+"Storage" section gives the expressions (the same as here).
+
+- ``calls.request_sha256`` (the hash of the stored request body) is stored only
+  where it differs from the recorded ``rendered_request_sha256``; null means
+  "the same as recorded" when ``request_hash_matches`` is true, and "no request
+  body" otherwise. ``computed_request_sha256`` reads it back.
+- ``spans`` holds no ``llm_call`` span that its call in ``calls`` already says
+  (``spans_to_store``): reading ``spans`` through the warehouse adds them back
+  (``llm_spans``), built from ``calls`` exactly as ``record.rows.span_for_call``
+  builds them. An llm span with anything more (an agent's step index, source
+  attributes) is stored as it is.
+- ``record_sha256`` is the merge's change detector. In ``calls`` it is the
+  record's pinned identity (tests/pinned) and keeps all 64 hex digits; in every
+  other table only a change has to be noticed, so the first 16 (64 bits) are kept.
+
+Measured on the demo day by bench/storage.py: with zstd, a 64-digit hex digest
+costs ~39 bytes a row, about as much as all of a call's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipelines.record.schema import CALLS, SPANS
+
+# hex digits of record_sha256 kept outside `calls`: 64 bits make a missed change (two
+# versions of one row with the same digest) a 1-in-10^19 event per update
+CHANGE_DIGEST_CHARS = 16
+# tables whose record_sha256 is more than a change detector
+FULL_RECORD_DIGEST = frozenset({"calls"})
+
+
+def computed_request_sha256() -> pl.Expr:
+    """The hash of the call's request body as stored (``request_sha256``), whichever way it is stored."""
+    same_as_recorded = pl.when(pl.col("request_hash_matches")).then(pl.col("rendered_request_sha256"))
+    return pl.coalesce(pl.col("request_sha256"), same_as_recorded).alias("request_sha256")
+
+
+def request_sha256_of(call: Mapping[str, Any]) -> str | None:
+    """``computed_request_sha256`` for one row as a dict (a built row or a stored one)."""
+    if call.get("request_sha256"):
+        return call["request_sha256"]
+    return call.get("rendered_request_sha256") if call.get("request_hash_matches") else None
+
+
+def to_stored(name: str, data: pa.Table) -> pa.Table:
+    """``data`` (already of the table's schema) as the table stores it."""
+    names = data.schema.names
+    if name == "calls":
+        computed, recorded = data["request_sha256"], data["rendered_request_sha256"]
+        matches = pc.fill_null(data["request_hash_matches"], False)
+        same = pc.and_(matches, pc.fill_null(pc.equal(computed, recorded), False))
+        stored = pc.if_else(same, pa.scalar(None, computed.type), computed)
+        data = data.set_column(names.index("request_sha256"), "request_sha256", stored)
+    if "record_sha256" in names and name not in FULL_RECORD_DIGEST:
+        digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
+        data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
+    return data
+
+
+# the `calls` columns an llm span is built from (record.rows.span_for_call)
+SPAN_SOURCE = (
+    "call_id", "trace_id", "span_id", "parent_span_id", "session_id", "user_id", "source_format", "source_uri",
+    "source_etag", "source_line", "ingested_at", "record_sha256", "request_model", "occurred_at", "ended_at",
+    "occurred_date", "latency_ms", "status", "usage",
+)  # fmt: skip
+
+
+def llm_spans(calls: pl.LazyFrame) -> pl.LazyFrame:
+    """The `spans` row of each call, as ``record.rows.span_for_call`` builds it; its
+    record_sha256 is the call's (short): it changes when the call does."""
+    null = pl.lit(None)
+    usage = pl.col("usage").struct
+    return calls.select(
+        span_key=pl.col("call_id"),
+        trace_id="trace_id",
+        span_id="span_id",
+        parent_span_id="parent_span_id",
+        session_id="session_id",
+        user_id="user_id",
+        call_id="call_id",
+        source_format="source_format",
+        source_uri="source_uri",
+        source_etag="source_etag",
+        source_line="source_line",
+        ingested_at="ingested_at",
+        record_sha256=pl.col("record_sha256").str.slice(0, CHANGE_DIGEST_CHARS),
+        kind=pl.lit("llm_call"),
+        name=pl.concat_str(pl.lit("chat "), pl.col("request_model").fill_null("")).str.strip_chars(),
+        step_index=null,
+        occurred_at="occurred_at",
+        ended_at="ended_at",
+        occurred_date="occurred_date",
+        duration_ms="latency_ms",
+        status="status",
+        tool_name=null,
+        input_tokens=usage.field("input_tokens"),
+        output_tokens=usage.field("output_tokens"),
+        cost_usd=usage.field("cost_usd"),
+        attributes_json=null,
+    ).cast(_SPAN_TYPES)
+
+
+_SPAN_TYPES = dict(pl.from_arrow(SPANS.empty_table()).schema)
+
+
+def spans_to_store(spans: pa.Table, calls: Sequence[Mapping[str, Any]] | pa.Table) -> pa.Table:
+    """``spans`` without the llm spans that ``llm_spans`` builds again, value for value, from ``calls``."""
+    if spans.num_rows == 0:
+        return spans
+    if isinstance(calls, pa.Table):
+        source = pl.from_arrow(calls.select(SPAN_SOURCE))
+    else:
+        source = pl.DataFrame([{k: c.get(k) for k in SPAN_SOURCE} for c in calls], schema=_call_types(), orient="row")
+    built = llm_spans(source.lazy()).collect()
+    frame = pl.from_arrow(spans)
+    compared = [c for c in frame.columns if c not in ("span_key", "record_sha256")]
+    same = frame.join(built, on="span_key", how="left", suffix="__built").select(
+        pl.all_horizontal([pl.col(c).eq_missing(pl.col(f"{c}__built")) for c in compared])
+        & pl.col("kind__built").is_not_null()
+    )
+    return spans.filter(pa.array((~same.to_series().fill_null(False)).to_list(), type=pa.bool_()))
+
+
+def _call_types() -> dict[str, pl.DataType]:
+    types = pl.from_arrow(CALLS.empty_table()).schema
+    return {k: types[k] for k in SPAN_SOURCE}
+
+
+def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.LazyFrame | None]) -> pl.LazyFrame:
+    """The rows of a stored table as the core built them (digests stay short).
+    ``stored_scan`` scans another table as stored (None when it does not exist)."""
+    if name == "calls":
+        return frame.with_columns(computed_request_sha256())
+    if name == "spans":
+        calls = stored_scan("calls")
+        return frame if calls is None else spans_with_calls(frame, calls)
+    return frame
+
+
+def spans_with_calls(spans: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
+    """Stored ``spans`` and the llm spans of ``calls`` that are not stored: the `spans` table as ingest built it."""
+    built = llm_spans(calls).join(spans.select("span_key"), on="span_key", how="anti")
+    return pl.concat([spans, built.select(spans.collect_schema().names())], how="vertical_relaxed")
