@@ -253,8 +253,14 @@ class Warehouse(dg.ConfigurableResource):
         landed = _landed(name, table, txn, data.num_rows)
         if landed is not None:
             return landed
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
         part_cols = PARTITIONS[name]
+        if partitions is not None and part_cols and replace is None and data.num_rows:
+            partitions = sorted(partitions)
+            values = [p.isoformat() if isinstance(p, date) else str(p) for p in partitions]
+            if partitions and not table.file_uris(file_pruning_predicate=[(part_cols[0], "in", values)]):
+                # nothing to match in those partitions: an append writes the same rows without the join
+                return self._append(name, table, data, txn)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
         if partitions is not None and part_cols:
             predicate += " AND " + in_list(f"t.{part_cols[0]}", partitions)
         before = table.version()
@@ -283,6 +289,19 @@ class Warehouse(dg.ConfigurableResource):
             deleted=metrics.get("num_target_rows_deleted", 0),
             committed=after != before,
         )
+
+    def _append(self, name: str, table: DeltaTable, data: pa.Table, txn: int) -> MergeResult:
+        """The merge of rows into partitions that hold none yet: every row is an
+        insert. The transaction id makes a retry whose commit landed see it."""
+        write_deltalake(
+            table,
+            data,
+            mode="append",
+            partition_by=list(PARTITIONS[name]) or None,
+            schema_mode="merge",
+            commit_properties=_commit_properties(txn),
+        )
+        return MergeResult(name, table.version(), data.num_rows, inserted=data.num_rows, committed=True)
 
     # Maintenance: the retention sweep and erasure use these to remove bytes, not only rows.
 
