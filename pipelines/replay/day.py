@@ -25,6 +25,7 @@ from pipelines.replay.bodies import BASELINE, Answer, replay_request
 from pipelines.replay.candidates import Candidate
 from pipelines.replay.compare import BAD_FINISH, compare, divergence, reproduces
 from pipelines.replay.fidelity import Fidelity, fidelity_of
+from pipelines.replay.judging import SETTLED, Judge
 from pipelines.replay.sampling import Sampled, stratified_sample
 from pipelines.replay.state import RecordedTools, next_body
 
@@ -75,7 +76,8 @@ class DayInputs:
     rot: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_id -> latest rot_checks row
     redaction_modes: dict[str, str] = field(default_factory=dict)  # call_id -> redaction mode
     template_source: str | None = None  # the candidate's template, resolved from the store or inline
-    judge: Callable[[list[tuple[dict, Answer, Answer]]], list[tuple[str, str] | None]] | None = None
+    # diff replays' comparison (pipelines.replay.judging); None: deterministic signals only
+    judge: Judge | None = None
 
 
 def _is_failure(call: Mapping[str, Any]) -> bool:
@@ -141,6 +143,7 @@ def _row(
         "cache_read_input_tokens": sum(a.cache_read_input_tokens for a in cost_parts),
         "cache_write_input_tokens": sum(a.cache_write_input_tokens for a in cost_parts),
         "cost_usd": round(sum(a.cost_usd for a in cost_parts), 8),
+        "judge_cost_usd": 0.0,
         "verdict": None,
         "decided_by": None,
         "reproduced": None,
@@ -221,7 +224,7 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
 
     outgoing = [o for plan in plans for o in plan[4:6] if o is not None]
     answers = send(list({o.key: o for o in outgoing}.values())) if outgoing else {}
-    diffs: list[tuple[dict[str, Any], Answer, Answer]] = []
+    diffs: list[tuple[dict[str, Any], dict[str, Any], Answer, Answer]] = []
     class_samples: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sampled, mode, index, fidelity, sent, baseline in plans:
         call = sampled.call
@@ -245,7 +248,8 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
             )
             if sent is not None:
                 row["verdict"], row["decided_by"] = compare(old, new, language)
-                diffs.append((row, old, new))
+                if row["decided_by"] not in SETTLED:
+                    diffs.append((row, call, old, new))
         else:
             row = _row(inputs, sampled, mode, index, fidelity, sent, new, original, "recorded")
             if sent is not None:
@@ -255,10 +259,12 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
                 row["reproduced"] = reproduces(original, new, language)
                 class_samples[call["call_id"]].append(row)
         rows.append(row)
-    if inputs.judge is not None and diffs:
-        for (row, _, _), judged in zip(diffs, inputs.judge([(r["call_id"], o, n) for r, o, n in diffs]), strict=True):
-            if judged is not None:
-                row["verdict"], row["decided_by"] = judged
+    if inputs.judge is not None and inputs.candidate.comparison == "pairwise_judge" and diffs:
+        judged = inputs.judge([(call, old, new) for _, call, old, new in diffs])
+        for (row, *_), verdict in zip(diffs, judged, strict=True):
+            row["verdict"], row["decided_by"] = verdict.verdict, verdict.decided_by
+            row["judge_cost_usd"] = verdict.cost_usd
+            row["simulated"] = row["simulated"] or verdict.simulated
     for samples in class_samples.values():
         known = [r for r in samples if r["reproduced"] is not None]
         if known:
