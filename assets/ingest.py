@@ -103,7 +103,11 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     written = {}
     for write in plan.writes:
         written[write.table] = warehouse.merge(
-            write.table, write.rows, partitions=write.partitions, replace=write.replace
+            write.table,
+            write.rows,
+            partitions=write.partitions,
+            replace=write.replace,
+            append_when_empty=write.append_when_empty,
         )
         if write.table == "quarantine":
             warehouse.ensure("quarantine")  # queryable (empty) from the first run

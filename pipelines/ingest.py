@@ -33,7 +33,7 @@ from pipelines.formats.assembly import assemble, carry_over, refinalize
 from pipelines.formats.base import Fragment
 from pipelines.formats.langfuse_export import awaiting_manifest
 from pipelines.record.canonical import record_sha256, sha256_hex
-from pipelines.record.rows import converted, from_columns
+from pipelines.record.rows import ARROW_ERRORS, converted, from_columns, misfits
 from pipelines.record.schema import TABLES
 
 # Only the ingest_log columns that describe the outcome take part in its
@@ -107,7 +107,13 @@ class IngestBatch:
                 pieces.append(record_batch.take(pa.array(keep, pa.int64())))
         rest = [r for r in rows if id(r) not in reused]
         if rest:
-            pieces.append(from_columns(rest, schema))
+            try:
+                pieces.append(from_columns(rest, schema))
+            except ARROW_ERRORS:
+                # pyarrow's message quotes the value (it may be PII): name the row and column instead
+                bad = misfits(rest, schema)
+                where = ", ".join(f"row {i} column {column}" for i, column in list(bad.items())[:3]) or "a row"
+                raise ValueError(f"{table}: {where} does not fit the table's schema; the value is not shown") from None
         return pa.Table.from_batches(pieces, schema=schema)
 
 

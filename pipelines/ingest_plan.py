@@ -45,6 +45,8 @@ class TableWrite:
     rows: list[dict[str, Any]] | pa.Table
     partitions: set[date] | None = None
     replace: str | None = None
+    # the run is the only writer of these partitions: into empty ones the rows are appended
+    append_when_empty: bool = False
 
 
 @dataclass
@@ -82,6 +84,7 @@ def plan_day(
     policy: Any = None,
     patterns: Any = None,
     progress: Callable[[int, int, IngestBatch], None] | None = None,
+    sole_writer: bool = True,
 ) -> DayPlan:
     """The write plan for ``day``.
 
@@ -91,6 +94,9 @@ def plan_day(
     the stored `calls` rows settling needs. With a ``redactor`` the rows are
     redacted and screened with ``policy`` and ``patterns`` before they are
     planned; without one (benchmarks, tests of the load path) they are planned raw.
+    ``sole_writer`` says no other run writes the day's partitions at the same
+    time (the runs of a sharded day do): then rows going into a day that holds
+    none yet are appended rather than merged.
     """
     todo, unchanged = objects_to_ingest(listed, seen)
     notes = [f"{day}: {len(listed)} objects listed, {len(todo)} new or changed, {len(unchanged)} unchanged"]
@@ -124,11 +130,11 @@ def plan_day(
         changed = [o.uri for o in read if o.key in seen]
         replace = sql_in("t.source_uri", changed) if changed else None
         writes = [
-            TableWrite("calls", batch.arrow("calls"), batch.dates("calls"), replace),
-            TableWrite("spans", batch.arrow("spans"), batch.dates("spans"), replace),
+            TableWrite("calls", batch.arrow("calls"), batch.dates("calls"), replace, sole_writer),
+            TableWrite("spans", batch.arrow("spans"), batch.dates("spans"), replace, sole_writer),
         ]
         if redactor is not None:
-            writes.append(TableWrite("redaction_audit", audit, batch.dates("calls")))
+            writes.append(TableWrite("redaction_audit", audit, batch.dates("calls"), None, sole_writer))
         writes += [TableWrite("quarantine", batch.quarantine), TableWrite("ingest_log", batch.ingest_log)]
 
     entities: dict[str, int] = {}

@@ -191,13 +191,17 @@ class Warehouse(dg.ConfigurableResource):
         *,
         partitions: Iterable[Any] | None = None,
         replace: str | None = None,
+        append_when_empty: bool = False,
     ) -> MergeResult:
         """Upsert ``rows`` by the table's key.
 
         ``partitions`` narrows the match to those partition values (file
         pruning). ``replace`` is a SQL predicate on the target (``t.``) whose
         rows not in ``rows`` are deleted: a changed source object replaces
-        what it wrote before.
+        what it wrote before. With ``append_when_empty`` rows going into
+        partitions that hold nothing yet are appended, not merged: only for a
+        caller that is the sole writer of those partitions (two blind appends
+        do not conflict, two merges do).
         """
         data = to_arrow(name, rows)
         if data.num_rows == 0 and replace is None:
@@ -217,7 +221,9 @@ class Warehouse(dg.ConfigurableResource):
             if created is not None:
                 return created
         txn = next(_TRANSACTIONS)  # one per merge, the same on every attempt: a retry can see it landed
-        return self._retrying(name, lambda table: self._merge_into(name, table, data, partitions, replace, txn))
+        return self._retrying(
+            name, lambda table: self._merge_into(name, table, data, partitions, replace, txn, append_when_empty)
+        )
 
     def ensure(self, name: str) -> None:
         """Create the table empty when it does not exist yet: it can be queried from the first run."""
@@ -249,12 +255,13 @@ class Warehouse(dg.ConfigurableResource):
         partitions: Iterable[Any] | None,
         replace: str | None,
         txn: int,
+        append_when_empty: bool = False,
     ) -> MergeResult:
         landed = _landed(name, table, txn, data.num_rows)
         if landed is not None:
             return landed
         part_cols = PARTITIONS[name]
-        if partitions is not None and part_cols and replace is None and data.num_rows:
+        if append_when_empty and partitions is not None and part_cols and replace is None and data.num_rows:
             partitions = sorted(partitions)
             values = [p.isoformat() if isinstance(p, date) else str(p) for p in partitions]
             if partitions and not table.file_uris(file_pruning_predicate=[(part_cols[0], "in", values)]):

@@ -63,7 +63,9 @@ def test_writes_append_into_an_empty_day_and_a_rerun_makes_no_version(tmp_path):
 
         plan = plan_day(store.list_day(day), {}, read_objects, lambda ids, days: [], day=day, run_id="r", now=NOW)
         for w in plan.writes:
-            warehouse.merge(w.table, w.rows, partitions=w.partitions, replace=w.replace)
+            warehouse.merge(
+                w.table, w.rows, partitions=w.partitions, replace=w.replace, append_when_empty=w.append_when_empty
+            )
 
     write_day(day_before)  # creates the tables
     write_day(DAY)  # the table exists, the day's partition is empty: an append
