@@ -100,10 +100,13 @@ def _row(
     baseline: LLMRequest | None = None,
     extra_cost: Answer | None = None,
     step: int | None = None,
+    charged: set[str],
 ) -> dict[str, Any]:
     call = sampled.call
     candidate = inputs.candidate
-    cost_parts = [a for a in (new, extra_cost) if a is not None]
+    # a request two calls share (the same rendered body) is billed once: on the first row that used it
+    cost_parts = [a for a in (new, extra_cost) if a is not None and a.request_key not in charged]
+    charged.update(a.request_key for a in cost_parts if a.request_key)
     row = {
         "replay_id": sha256_hex(f"{call['call_id']}|{candidate.id}|{mode}|{sample_index}"),
         "candidate": candidate.id,
@@ -225,6 +228,7 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
     outgoing = [o for plan in plans for o in plan[4:6] if o is not None]
     answers = send(list({o.key: o for o in outgoing}.values())) if outgoing else {}
     diffs: list[tuple[dict[str, Any], dict[str, Any], Answer, Answer]] = []
+    charged: set[str] = set()  # request keys whose cost a row already carries
     class_samples: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sampled, mode, index, fidelity, sent, baseline in plans:
         call = sampled.call
@@ -245,13 +249,14 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
                 BASELINE,
                 baseline=baseline,
                 extra_cost=old if baseline else None,
+                charged=charged,
             )
             if sent is not None:
                 row["verdict"], row["decided_by"] = compare(old, new, language)
                 if row["decided_by"] not in SETTLED:
                     diffs.append((row, call, old, new))
         else:
-            row = _row(inputs, sampled, mode, index, fidelity, sent, new, original, "recorded")
+            row = _row(inputs, sampled, mode, index, fidelity, sent, new, original, "recorded", charged=charged)
             if sent is not None:
                 row["divergence"] = divergence(original, new)
                 row["verdict"], row["decided_by"] = compare(original, new, language)
@@ -272,11 +277,13 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
             low, high = proportion_confint(hits, len(known), alpha=0.05, method="wilson")
             for r in samples:
                 r["class_rate"], r["class_rate_low"], r["class_rate_high"] = hits / len(known), float(low), float(high)
-    rows.extend(_state_rows(inputs, sessions, send))
+    rows.extend(_state_rows(inputs, sessions, send, charged))
     return _seal(rows, run_id)
 
 
-def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], send: Send) -> list[dict[str, Any]]:
+def _state_rows(
+    inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], send: Send, charged: set[str]
+) -> list[dict[str, Any]]:
     """Resume each sampled session from step N and let the candidate continue (see ``state``)."""
     candidate = inputs.candidate
     if not sessions:
@@ -299,7 +306,9 @@ def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], sen
         )
         final = b.recorded_answer(session[-1])
         if not fidelity.sendable:
-            rows.append(_row(inputs, item, "state", 0, fidelity, None, NO_ANSWER, final, "recorded", step=0))
+            rows.append(
+                _row(inputs, item, "state", 0, fidelity, None, NO_ANSWER, final, "recorded", step=0, charged=charged)
+            )
             continue
         body = b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source)
         live.append((item, fidelity, RecordedTools(session), body, final))
@@ -315,7 +324,9 @@ def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], sen
             item, fidelity, tools, body, final = entry
             sent = out[id(entry)]
             answer = answers.get(sent.key, NO_ANSWER)
-            row = _row(inputs, item, "state", step, fidelity, sent, answer, final, "recorded", step=step)
+            row = _row(
+                inputs, item, "state", step, fidelity, sent, answer, final, "recorded", step=step, charged=charged
+            )
             following, why = next_body(body, answer, tools) if answer.ok else (None, "error")
             if following is not None and step + 1 == candidate.sample.step_limit:
                 following, why = None, "step_limit"

@@ -53,17 +53,13 @@ def pairwise_judge(ask: Ask, *, model: str, candidate: str, max_tokens: int = 30
         ]
         results = ask([r for pair in asked for r in pair]) if asked else {}
         out = []
+        charged: set[str] = set()  # two identical comparisons share their requests: billed once
         for pair in asked:
             got = [results[r.key] for r in pair if r.key in results]
             verdict = pairwise_verdict(got, pair)
-            out.append(
-                Judged(
-                    verdict.verdict,
-                    f"{DECIDED_BY}:{verdict.decided_by}",
-                    round(sum(r.cost_usd or 0.0 for r in got), 8),
-                    verdict.simulated,
-                )
-            )
+            cost = sum(r.cost_usd or 0.0 for r in got if r.key not in charged)
+            charged.update(r.key for r in got)
+            out.append(Judged(verdict.verdict, f"{DECIDED_BY}:{verdict.decided_by}", round(cost, 8), verdict.simulated))
         return out
 
     return judge
