@@ -5,7 +5,6 @@ One multi-asset parses each object once and writes the four tables it feeds;
 last ingested) are skipped, so a re-run reads nothing and commits nothing.
 """
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
@@ -13,27 +12,16 @@ import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
-from pipelines.ingest import (
-    IngestBatch,
-    SourceObject,
-    existing_calls_to_read,
-    ingest_objects,
-    objects_to_ingest,
-    settle_with_existing,
-)
+from pipelines.ingest import IngestBatch, SourceObject
+from pipelines.ingest_plan import plan_day
 from pipelines.partitions import daily, day_and_shard, day_of
-from pipelines.record.stored import spans_to_store
 from pipelines.redact.residual import patterns_for_mode
-from pipelines.redact.screen import account, screen_rows
 from pipelines.resources.object_store import CorruptObject, ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
-from pipelines.resources.warehouse import Warehouse, in_list, to_arrow
+from pipelines.resources.warehouse import Warehouse, to_arrow
 from pipelines.traces import rollup
 
 READ_THREADS = 8
-PARSE_WORKERS = max(1, min(4, os.cpu_count() or 1))
-# below this many (compressed) bytes, starting worker processes costs more than it saves
-PARALLEL_FROM_BYTES = 8 * 1024 * 1024
 
 
 def _read(source: ObjectStore, info: ObjectInfo) -> SourceObject:
@@ -77,76 +65,58 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     now = datetime.now(UTC)
     listed = source.list_day(day, shard)
     seen = _last_etags(warehouse, [o.key for o in listed])
-    todo, unchanged = objects_to_ingest(listed, seen)
-    context.log.info(f"{day}: {len(listed)} objects listed, {len(todo)} new or changed, {len(unchanged)} unchanged")
 
-    def report(done: int, batch: IngestBatch) -> None:
-        if done % 50 == 0 or done == len(todo):
-            context.log.info(f"parsed {done}/{len(todo)} objects ({batch.records_read} records)")
+    def read_objects(todo: list[ObjectInfo]):
+        # reads are I/O: threads; parsing (in the core) is one process
+        with ThreadPoolExecutor(READ_THREADS) as readers:
+            yield from readers.map(lambda info: _read(source, info), todo)
 
-    # Reads are I/O: threads. Parsing is CPU: processes, once there is enough to parse.
-    workers = PARSE_WORKERS if sum(o.size for o in todo) > PARALLEL_FROM_BYTES else 1
-    with ThreadPoolExecutor(READ_THREADS) as readers:
-        objects = readers.map(lambda info: _read(source, info), todo)
-        batch = ingest_objects(
-            objects, day, context.run.run_id, now, source.format_overrides, workers=workers, progress=report
-        )
+    def read_calls(trace_ids: list[str], days: list) -> list[dict]:
+        where = pl.col("trace_id").is_in(trace_ids) & pl.col("occurred_date").is_in(days)
+        return to_arrow("calls", warehouse.read("calls", where)).to_pylist()
 
-    # Join log events, tools, retrievals and feedback onto the calls already
-    # stored (late scores, split exports); the batch itself is assembled.
-    trace_ids, days = existing_calls_to_read(batch)
-    if trace_ids:
-        where = pl.col("trace_id").is_in(sorted(trace_ids)) & pl.col("occurred_date").is_in(sorted(days))
-        existing = to_arrow("calls", warehouse.read("calls", where)).to_pylist()
-        updated = settle_with_existing(batch, existing)
-        context.log.info(f"{updated} stored calls updated; {len(batch.fragments)} fragments found no call")
+    def report(done: int, total: int, batch: IngestBatch) -> None:
+        if done % 50 == 0 or done == total:
+            context.log.info(f"parsed {done}/{total} objects ({batch.records_read} records)")
 
-    # Redaction: nothing below this line sees raw text.
     with redaction.redactor() as redactor:
-        redacted = redactor.redact_rows(batch.calls, batch.spans, now=now)
-    batch.calls, batch.spans = redacted.calls, redacted.spans
-    context.log.info(f"redaction ({redaction.mode}): " + ", ".join(f"{k} {v}" for k, v in redacted.stats.items()))
+        plan = plan_day(
+            listed,
+            seen,
+            read_objects,
+            read_calls,
+            day=day,
+            run_id=context.run.run_id,
+            now=now,
+            overrides=source.format_overrides,
+            redactor=redactor,
+            policy=redaction.policy(),
+            patterns=patterns_for_mode(redaction.mode),
+            progress=report,
+        )
+    for note in plan.notes:
+        context.log.info(note)
+    if plan.counts["records_quarantined_residual_pii"]:
+        held = plan.counts["records_quarantined_residual_pii"]
+        context.log.warning(f"residual PII: {held} rows quarantined instead of written")
 
-    # Residual-PII screen: a row that still matches is quarantined by pointer, not written.
-    screened = screen_rows(
-        batch.calls,
-        batch.spans,
-        redaction.policy(),
-        keys_by_uri={source.uri_for(o.key): o.key for o in todo},
-        run_id=context.run.run_id,
-        now=now,
-        patterns=patterns_for_mode(redaction.mode),
-    )
-    batch.calls, batch.spans = screened.calls, screened.spans
-    batch.quarantine = [*batch.quarantine, *screened.quarantine]
-    batch.ingest_log = account(batch.ingest_log, screened)
-    redacted.audit = [row for row in redacted.audit if row["call_id"] not in screened.held]
-    if screened.quarantine:
-        context.log.warning(f"residual PII: {len(screened.quarantine)} rows quarantined instead of written")
-
-    # A changed object replaces what its previous version wrote.
-    changed = [source.uri_for(o.key) for o in todo if o.key in seen]
-    replace = in_list("t.source_uri", changed) if changed else None
-    calls = warehouse.merge("calls", batch.calls, partitions=batch.dates("calls"), replace=replace)
-    # llm spans that `calls` already says are not stored twice; reading `spans` adds them back
-    stored_spans = spans_to_store(to_arrow("spans", batch.spans), batch.calls)
-    spans = warehouse.merge("spans", stored_spans, partitions=batch.dates("spans"), replace=replace)
-    warehouse.ensure("spans")  # a day of llm spans only stores none
-    audit = warehouse.merge("redaction_audit", redacted.audit, partitions=batch.dates("calls"))
-    quarantine = warehouse.merge("quarantine", batch.quarantine)
-    warehouse.ensure("quarantine")  # queryable (empty) from the first run
-    # Last: an object is only marked done once its rows are in.
-    log = warehouse.merge("ingest_log", batch.ingest_log)
+    written = {}
+    for write in plan.writes:
+        written[write.table] = warehouse.merge(
+            write.table,
+            write.rows,
+            partitions=write.partitions,
+            replace=write.replace,
+            append_when_empty=write.append_when_empty,
+        )
+        if write.table in ("quarantine", "spans"):
+            # queryable (empty) from the first run; a day of llm spans alone stores no spans
+            warehouse.ensure(write.table)
+    calls, spans, audit = written["calls"], written["spans"], written["redaction_audit"]
+    quarantine, log = written["quarantine"], written["ingest_log"]
+    batch, counts, entities = plan.batch, plan.counts, plan.entities
 
     on_day = pl.col("occurred_date") == day
-    counts = {
-        "records_quarantined_residual_pii": len(screened.quarantine),
-        "objects_listed": len(listed),
-        "objects_skipped_unchanged": len(unchanged),
-        "objects_ingested": len(todo),
-        "records_read": batch.records_read,
-        "records_quarantined": batch.records_quarantined,
-    }
     yield dg.MaterializeResult(
         asset_key="calls",
         metadata={
@@ -159,10 +129,6 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
         },
     )
     yield dg.MaterializeResult(asset_key="spans", metadata={**counts, **merge_metadata(spans, warehouse, on_day)})
-    entities: dict[str, int] = {}
-    for row in redacted.audit:
-        for entity, n in (row.get("entity_counts") or {}).items():
-            entities[entity] = entities.get(entity, 0) + n
     yield dg.MaterializeResult(
         asset_key="redaction_audit",
         metadata={

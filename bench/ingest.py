@@ -8,11 +8,13 @@ a pandas frame per object (nested values as JSON text), one write_deltalake
 append per object. It validates nothing, hashes nothing, dedupes nothing and
 is not idempotent.
 
-Against it, two tracelake numbers:
+Against it, two tracelake numbers, each in wall seconds and CPU-seconds
+(this process and its children, all threads):
 
 - the ingest core, the same work the baseline does done properly: list, read,
-  validate and normalize, hash, assemble, idempotent merges of calls, spans
-  and ingest_log (parsing in worker processes);
+  validate and normalize, hash, assemble, plan (``plan_day``, the call the
+  asset makes, without redaction), then the plan's idempotent writes of calls,
+  spans, quarantine and ingest_log (one process: see pipelines/ingest.py);
 - the whole `ingest` stage as Dagster runs it, which adds PII redaction (with
   NER when the model is installed), the traces rollup and the quality and
   residual-PII checks. Redaction dominates it; bench/redact.py measures it alone.
@@ -23,11 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import TypeVar
 
 # demo data on fixed days: the published demo hash key, partitions from well before them
 os.environ.setdefault("TRACELAKE_DEMO", "1")
@@ -42,12 +47,15 @@ from rich.table import Table  # noqa: E402
 from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.formats import is_line_delimited  # noqa: E402
-from pipelines.ingest import SourceObject, ingest_objects  # noqa: E402
+from pipelines.ingest import SourceObject  # noqa: E402
+from pipelines.ingest_plan import plan_day  # noqa: E402
 from pipelines.resources.object_store import ObjectStore  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
 from pipelines.settings import Settings  # noqa: E402
 
 DAY = date(2026, 11, 29)
+NOW = datetime.now(UTC)
+T = TypeVar("T")
 QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 
 
@@ -68,19 +76,28 @@ def naive(source: Path, warehouse: Path) -> tuple[int, int]:
 
 
 def core(source: Path, warehouse: Path) -> int:
-    """The asset's load path without Dagster and without redaction."""
+    """The asset's load path without Dagster and without redaction: the same
+    plan_day call (list, read, validate and normalize, hash, assemble, plan),
+    then the plan's writes (idempotent merges, an append into an empty day)."""
     store, tables = ObjectStore(uri=str(source)), Warehouse(uri=str(warehouse))
-    infos = store.list_day(DAY)
-    with ThreadPoolExecutor(8) as readers:
-        objects = readers.map(
-            lambda i: SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key)),
-            infos,
+
+    def read_objects(todo):
+        with ThreadPoolExecutor(8) as readers:
+            yield from readers.map(
+                lambda i: SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key)),
+                todo,
+            )
+
+    plan = plan_day(store.list_day(DAY), {}, read_objects, lambda ids, days: [], day=DAY, run_id="bench", now=NOW)
+    for write in plan.writes:
+        tables.merge(
+            write.table,
+            write.rows,
+            partitions=write.partitions,
+            replace=write.replace,
+            append_when_empty=write.append_when_empty,
         )
-        batch = ingest_objects(objects, DAY, "bench", datetime.now(UTC), workers=os.cpu_count() or 1)
-    tables.merge("calls", batch.calls, partitions=batch.dates("calls"))
-    tables.merge("spans", batch.spans, partitions=batch.dates("spans"))
-    tables.merge("ingest_log", batch.ingest_log)
-    return len(batch.calls)
+    return len(plan.batch.calls)
 
 
 def stage(source: Path, warehouse: Path) -> int:
@@ -109,37 +126,43 @@ def main() -> None:
             f"({summary.bytes_written / 1e6:.1f} MB compressed), {os.cpu_count()} cores"
         )
 
-        started = time.perf_counter()
-        records, raw_bytes = naive(root / "source", root / "naive")
-        naive_s = time.perf_counter() - started
-
-        started = time.perf_counter()
-        calls = core(root / "source", root / "core")
-        core_s = time.perf_counter() - started
-
-        stage_s = None
+        (records, raw_bytes), naive_s, naive_cpu = measured(lambda: naive(root / "source", root / "naive"))
+        calls, core_s, core_cpu = measured(lambda: core(root / "source", root / "core"))
+        stage_s = stage_cpu = None
         if not args.no_stage:
-            started = time.perf_counter()
-            stage(root / "source", root / "warehouse")
-            stage_s = time.perf_counter() - started
+            _, stage_s, stage_cpu = measured(lambda: stage(root / "source", root / "warehouse"))
 
     mb = raw_bytes / 1e6
     table = Table(title=f"ingest, one {summary.calls:,}-call day ({mb:.0f} MB of JSON)")
-    for column in ("loader", "seconds", "calls/s", "MB/s"):
+    for column in ("loader", "seconds", "CPU-seconds", "calls/s", "MB/s"):
         table.add_column(column, justify="left" if column == "loader" else "right")
 
-    def row(name: str, seconds: float, count: int) -> None:
-        table.add_row(name, f"{seconds:.1f}", f"{count / seconds:,.0f}", f"{mb / seconds:.1f}")
+    def row(name: str, seconds: float, cpu: float, count: int) -> None:
+        table.add_row(name, f"{seconds:.1f}", f"{cpu:.1f}", f"{count / seconds:,.0f}", f"{mb / seconds:.1f}")
 
-    row("naive (json + pandas + append per object)", naive_s, summary.calls)
-    row("tracelake ingest core (parse, hash, merge)", core_s, calls)
+    row("naive (json + pandas + append per object)", naive_s, naive_cpu, summary.calls)
+    row("tracelake ingest core (parse, hash, plan, write)", core_s, core_cpu, calls)
     if stage_s is not None:
-        row("tracelake ingest stage (+ redaction, rollup, checks)", stage_s, calls)
+        row("tracelake ingest stage (+ redaction, rollup, checks)", stage_s, stage_cpu, calls)
     console.print(table)
     console.print(
-        f"ratio (tracelake ingest core / naive throughput): [bold]{naive_s / core_s:.2f}x[/]; "
-        f"{records:,} records read by the baseline, {calls:,} calls stored by tracelake"
+        f"ratio (naive / tracelake ingest core): wall [bold]{naive_s / core_s:.2f}x[/], "
+        f"CPU-seconds [bold]{naive_cpu / core_cpu:.2f}x[/]; "
+        f"{records:,} records read by the baseline, {calls:,} calls stored by tracelake; "
+        f"load average during the run {os.getloadavg()[0]:.1f}"
     )
+
+
+def measured(work: Callable[[], T]) -> tuple[T, float, float]:
+    """(result, wall seconds, CPU seconds of this process and its children, all threads)."""
+
+    def cpu() -> float:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+    cpu_before, started = cpu(), time.perf_counter()
+    result = work()
+    return result, time.perf_counter() - started, cpu() - cpu_before
 
 
 if __name__ == "__main__":

@@ -5,25 +5,35 @@ Nothing is lost: every object ends with an ``ingest_log`` row, every record
 in it is either in the rows or in ``quarantine``, and
 ``records_read == records_ingested + records_quarantined`` is checked for
 every object before anything is written.
+
+Where the time goes (bench/ingest.py, issue 13): records are parsed with
+orjson and their canonical JSON written with it, behind guards that fall back
+to the stdlib wherever the two could differ (formats/base.py, record/canonical.py);
+each row starts as a copy of its table's all-None row; each object's rows are
+converted to Arrow once, by the schema check, and that conversion is what the
+write uses for every row assembly did not change (``IngestBatch.arrow``); no
+garbage collection runs while a batch is built. One process: on two shared
+cores, spawned workers re-importing the world and shipping rows back cost
+more CPU than they save wall time.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
+import gc
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from functools import partial
-from multiprocessing import get_context
 from typing import Any
+
+import pyarrow as pa
 
 from pipelines.formats import Normalized, Problem, SourceRef, is_line_delimited, normalize_object
 from pipelines.formats.assembly import assemble, carry_over, refinalize
 from pipelines.formats.base import Fragment
 from pipelines.formats.langfuse_export import awaiting_manifest
 from pipelines.record.canonical import record_sha256, sha256_hex
-from pipelines.record.rows import misfits
+from pipelines.record.rows import ARROW_ERRORS, converted, from_columns, misfits
 from pipelines.record.schema import TABLES
 
 # Only the ingest_log columns that describe the outcome take part in its
@@ -52,6 +62,12 @@ class IngestBatch:
     quarantine: list[dict[str, Any]] = field(default_factory=list)
     # pieces of calls (log events, tools, retrievals, feedback) still to be joined
     fragments: list[Fragment] = field(default_factory=list)
+    # The schema check's Arrow conversion of each object's rows, kept so the
+    # write need not convert them again: table -> [(rows, their record batch)].
+    # It holds the rows, so their ids stay unique while it lives.
+    converted: dict[str, list[tuple[list[dict[str, Any]], pa.RecordBatch]]] = field(default_factory=dict)
+    # ids of converted rows changed after their conversion (assembly joined something onto them)
+    touched: set[int] = field(default_factory=set)
 
     @property
     def records_read(self) -> int:
@@ -63,6 +79,42 @@ class IngestBatch:
 
     def dates(self, table: str) -> set[date]:
         return {r["occurred_date"] for r in getattr(self, table) if r.get("occurred_date") is not None}
+
+    def add(self, other: IngestBatch) -> None:
+        self.calls += other.calls
+        self.spans += other.spans
+        self.ingest_log += other.ingest_log
+        self.quarantine += other.quarantine
+        self.fragments += other.fragments
+        for table, pieces in other.converted.items():
+            self.converted.setdefault(table, []).extend(pieces)
+        self.touched |= other.touched
+
+    def arrow(self, table: str) -> pa.Table:
+        """``table``'s rows (calls or spans) as Arrow with the declared schema:
+        the record batches of the schema check for rows unchanged since, a
+        conversion for the rest (rows assembly changed, rows from elsewhere)."""
+        rows = getattr(self, table)
+        schema = TABLES[table]
+        wanted = {id(r) for r in rows} - self.touched
+        pieces, reused = [], set()
+        for object_rows, record_batch in self.converted.get(table, ()):
+            keep = [i for i, r in enumerate(object_rows) if id(r) in wanted and id(r) not in reused]
+            reused.update(id(object_rows[i]) for i in keep)
+            if len(keep) == len(object_rows):
+                pieces.append(record_batch)
+            elif keep:
+                pieces.append(record_batch.take(pa.array(keep, pa.int64())))
+        rest = [r for r in rows if id(r) not in reused]
+        if rest:
+            try:
+                pieces.append(from_columns(rest, schema))
+            except ARROW_ERRORS:
+                # pyarrow's message quotes the value (it may be PII): name the row and column instead
+                bad = misfits(rest, schema)
+                where = ", ".join(f"row {i} column {column}" for i, column in list(bad.items())[:3]) or "a row"
+                raise ValueError(f"{table}: {where} does not fit the table's schema; the value is not shown") from None
+        return pa.Table.from_batches(pieces, schema=schema)
 
 
 def objects_to_ingest(listed: Iterable[Any], seen: Mapping[str, str]) -> tuple[list[Any], list[Any]]:
@@ -114,21 +166,26 @@ def _normalize_truncated(
     return fmt, result
 
 
-def _quarantine_misfits(result: Normalized) -> None:
+def _quarantine_misfits(result: Normalized) -> dict[str, pa.RecordBatch]:
     """Check every row against its table's Arrow schema before any batch is
     converted: a record with a value that does not fit (a string where a
     number belongs) is quarantined by line, with all its rows, instead of
-    failing the conversion of the whole day."""
+    failing the conversion of the whole day. Returns the rows that stay, as
+    Arrow (the check is the conversion)."""
     bad: dict[int | None, str] = {}
     unplaced: dict[str, set[int]] = {"calls": set(), "spans": set()}
+    batches: dict[str, pa.RecordBatch] = {}
     for table, rows in (("calls", result.calls), ("spans", result.spans)):
-        for i, column in misfits(rows, TABLES[table]).items():
+        record_batch, misfit = converted(rows, TABLES[table])
+        if record_batch is not None:
+            batches[table] = record_batch
+        for i, column in misfit.items():
             line = rows[i].get("source_line")
             bad.setdefault(line, f"{table}.{column}")
             if line is None:
                 unplaced[table].add(i)  # a row no line can name: drop it alone
     if not bad:
-        return
+        return batches
     for line, column in bad.items():
         message = f"a value does not fit column {column}; check that field's type at the source"
         result.problems.append(Problem("wrong_type", message, line))
@@ -142,6 +199,7 @@ def _quarantine_misfits(result: Normalized) -> None:
 
     result.calls = keep("calls", result.calls)
     result.spans = keep("spans", result.spans)
+    return {}  # the rows that stay are converted when written
 
 
 def ingest_object(
@@ -160,9 +218,9 @@ def ingest_object(
         result = Normalized(problems=[Problem("corrupt_object", obj.read_error)])
     else:
         fmt, result = normalize_object(obj.data or b"", source, overrides)
-    _quarantine_misfits(result)
     for row in (*result.calls, *result.spans):
         row["ingested_at"] = now
+    batches = _quarantine_misfits(result)
 
     quarantined = result.records_quarantined
     ingested = result.records_ingested
@@ -194,7 +252,25 @@ def ingest_object(
         ingest_log=[log_row],
         quarantine=[_quarantine_row(obj, p, fmt, run_id, now) for p in result.problems],
         fragments=result.fragments,
+        converted={
+            table: [(rows, batches[table])]
+            for table, rows in (("calls", result.calls), ("spans", result.spans))
+            if table in batches and rows
+        },
     )
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """No collections while a batch is built: it allocates millions of small
+    objects that all stay alive, so every collection is work for nothing."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def ingest_objects(
@@ -204,33 +280,22 @@ def ingest_objects(
     now: datetime,
     overrides: Mapping[str, str] | None = None,
     *,
-    workers: int = 1,
     progress: Callable[[int, IngestBatch], None] | None = None,
 ) -> IngestBatch:
     """Normalize every object, then assemble the batch (joins across objects).
 
-    With ``workers`` > 1 objects are parsed in that many processes: parsing is
-    pure Python and CPU-bound, so threads would not help. ``progress`` is
-    called after each object with the count done and the batch so far.
+    One process: with orjson and the Arrow conversion done once, starting
+    worker processes (each re-importing the world) and shipping their rows
+    back costs more than it saves on two cores (see bench/ingest.py).
+    ``progress`` is called after each object with the count done and the batch so far.
     """
-    work = partial(ingest_object, partition_date=partition_date, run_id=run_id, now=now, overrides=overrides)
     batch = IngestBatch()
-    with ExitStack() as stack:
-        if workers > 1:
-            # spawn, not fork: the caller (Dagster) runs threads, which fork does not copy safely
-            pool = stack.enter_context(ProcessPoolExecutor(workers, mp_context=get_context("spawn")))
-            results = pool.map(work, objects, chunksize=4)
-        else:
-            results = map(work, objects)
-        for done, one in enumerate(results, start=1):
-            batch.calls += one.calls
-            batch.spans += one.spans
-            batch.ingest_log += one.ingest_log
-            batch.quarantine += one.quarantine
-            batch.fragments += one.fragments
+    with gc_paused():
+        for done, obj in enumerate(objects, start=1):
+            batch.add(ingest_object(obj, partition_date, run_id, now, overrides))
             if progress is not None:
                 progress(done, batch)
-    assemble_batch(batch)
+        assemble_batch(batch)
     return batch
 
 
@@ -238,14 +303,16 @@ def _last_by(rows: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
     return list({r[key]: r for r in rows}.values())
 
 
-def _merge_duplicate_calls(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _merge_duplicate_calls(calls: list[dict[str, Any]], touched: set[int]) -> list[dict[str, Any]]:
     """One call per call_id: a later record wins, and keeps what only the
-    earlier one had (a batch request line and its result line are one call)."""
+    earlier one had (a batch request line and its result line are one call).
+    The ids of calls changed so are added to ``touched``."""
     merged: dict[str, dict[str, Any]] = {}
     for call in calls:
         earlier = merged.get(call["call_id"])
         if earlier is not None and carry_over(call, earlier):
             refinalize(call)
+            touched.add(id(call))
         merged[call["call_id"]] = call
     return list(merged.values())
 
@@ -257,9 +324,10 @@ def assemble_batch(batch: IngestBatch) -> None:
     The same record can come twice in one batch (overlapping export windows):
     the later object (keys sort by time in every export layout) wins.
     """
-    batch.calls = _merge_duplicate_calls(batch.calls)
+    batch.calls = _merge_duplicate_calls(batch.calls, batch.touched)
     batch.spans = _last_by(batch.spans, "span_key")
-    _, batch.fragments = assemble(batch.calls, batch.fragments)
+    changed, batch.fragments = assemble(batch.calls, batch.fragments)
+    batch.touched.update(id(call) for call in changed)
 
 
 def existing_calls_to_read(batch: IngestBatch) -> tuple[set[str], set[date]]:
@@ -292,6 +360,7 @@ def settle_with_existing(batch: IngestBatch, existing: list[dict[str, Any]]) -> 
             continue
         if carry_over(call, row):
             refinalize(call)
+            batch.touched.add(id(call))
     changed, batch.fragments = assemble(others, batch.fragments)
     batch.calls += changed
     return len(changed)

@@ -18,18 +18,46 @@ name which ingredient moved:
   top_k, stop_sequences, tool_choice, thinking, ...) except ``metadata``;
 - ``metadata``: the request's ``metadata`` (it carries per-user values);
 - ``document:<doc_id>``: each retrieved document as ``{"doc_id", "text"}``.
+
+This is the one module that implements the spec: the redactor's keyed
+(HMAC) block hashes take their bytes and digests from here too.
+
+Speed: the canonical bytes come from orjson whenever its output is provably
+the spec's (``canonical_bytes``); where it could differ (a float below 1e-4 or
+in exponent form, an int over 64 bits, a non-string key, a value orjson would
+write differently or refuse, a None anywhere) the spec serializer, stdlib
+``json.dumps`` of the None-free value, writes them.
 """
 
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
 
 REQUEST_BLOCKS = ("model", "system", "messages", "tools", "metadata")
+SHA256 = "sha256"
+HMAC_SHA256 = "hmac-sha256"
+ALGORITHMS = (SHA256, HMAC_SHA256)
+DOCUMENT_PREFIX = "document:"
+
+# orjson writes floats below 1e-4 as 0.0000..., the spec (Python's repr) as
+# 1e-05; exponent forms are left to the spec too (``_exponent_number``), so no
+# float rule is guessed. A number starts the text or follows ':', ',' or '[';
+# in a string this is only a false alarm, which costs the slow path, never a wrong byte.
+_SPEC_ONLY_NUMBER = re.compile(rb"(?:^|[:,\[])-?0\.0000")
+# orjson natively writes dates, dataclasses and the like the spec refuses; with
+# these options they reach ``default``, which refuses too (and the spec decides)
+_ORJSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+
+
+def _refuse(value: Any) -> Any:
+    raise TypeError
 
 
 def drop_none(value: Any) -> Any:
@@ -44,12 +72,70 @@ def drop_none(value: Any) -> Any:
     return value
 
 
-def _dumps(value: Any) -> str:
+def spec_dumps(value: Any) -> str:
+    """The spec's serializer, for a value already None-free: the reference the fast path must equal."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+def _fast(value: Any) -> bytes | None:
+    """orjson's bytes of ``value`` when they are certainly the spec's, else None.
+
+    ``null`` anywhere means a None (the spec drops it from objects) or a
+    NaN/Infinity (orjson writes null, the spec NaN): the spec path decides.
+    Ints over 64 bits and non-string keys make orjson raise.
+    """
+    try:
+        data = orjson.dumps(value, default=_refuse, option=_ORJSON_OPTIONS)
+    except (TypeError, orjson.JSONEncodeError):
+        return None
+    return data if _spec_safe(data) else None
+
+
+def _spec_safe(data: bytes) -> bool:
+    """Whether orjson's bytes ``data`` are the spec's bytes of the same value: no
+    null (a None, or a NaN orjson wrote as null) and no float the two write differently."""
+    if b"null" in data:
+        return False
+    if b"0.0000" in data and _SPEC_ONLY_NUMBER.search(data):
+        return False
+    return not (_exponent_number(data, b"e-") or _exponent_number(data, b"e+"))
+
+
+_NUMBER_BYTES = frozenset(b"0123456789.")
+_BEFORE_NUMBER = frozenset(b":,[")
+
+
+def _exponent_number(data: bytes, marker: bytes) -> bool:
+    """Whether ``marker`` (``e-`` or ``e+``) ends the mantissa of a JSON number
+    in ``data``: digits (and a dot) back to an optional sign and then the
+    start, ``:``, ``,`` or ``[``. A substring scan, then a few bytes looked at
+    per hit (ids like UUIDs hold ``e-`` often; a regex over the text costs more)."""
+    i = data.find(marker)
+    while i != -1:
+        j = i
+        while j > 0 and data[j - 1] in _NUMBER_BYTES:
+            j -= 1
+        if j < i:
+            if j > 0 and data[j - 1] == 0x2D:  # a minus sign
+                j -= 1
+            if j == 0 or data[j - 1] in _BEFORE_NUMBER:
+                return True
+        i = data.find(marker, i + 2)
+    return False
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The canonical JSON bytes of ``value`` (None dropped from objects at every depth)."""
+    data = _fast(value)
+    if data is not None:
+        return data
+    clean = drop_none(value)
+    data = _fast(clean)
+    return data if data is not None else spec_dumps(clean).encode("utf-8")
+
+
 def canonical_json(value: Any) -> str:
-    return _dumps(drop_none(value))
+    return canonical_bytes(value).decode("utf-8")
 
 
 def verbatim_json(value: Any) -> str:
@@ -64,10 +150,21 @@ def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def digest(data: bytes, algorithm: str | None, key: Callable[[], bytes]) -> str:
+    """The hex digest of canonical bytes under ``algorithm``: plain sha256 (also
+    for a null algorithm, rows written before keyed hashes existed) or
+    HMAC-SHA256 under the key ``key()`` returns (asked only when needed)."""
+    if algorithm in (SHA256, None):
+        return hashlib.sha256(data).hexdigest()
+    if algorithm == HMAC_SHA256:
+        return hmac.new(key(), data, hashlib.sha256).hexdigest()
+    raise ValueError(f"unknown block hash algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+
+
 def request_sha256(request: Mapping[str, Any]) -> str:
     """sha256 hex of the canonical request bytes: the value capture writes as
     ``rendered_request_sha256``."""
-    return sha256_hex(canonical_json(request))
+    return hashlib.sha256(canonical_bytes(request)).hexdigest()
 
 
 def request_blocks(request: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,6 +194,54 @@ def document_block(doc_id: str, text: str | None) -> dict[str, Any]:
     return {"doc_id": doc_id, "text": text}
 
 
+def parse_canonical(request_json: str | None) -> dict[str, Any] | None:
+    """A request back from its canonical JSON text (a calls row's ``request_json``),
+    None-free. orjson reads it; where it could read a value differently (it
+    makes an int over 64 bits a float) json reads it instead."""
+    if not request_json:
+        return None
+    value = orjson.loads(request_json)
+    if b"e+" in orjson.dumps(value):  # a float past 1e16, or an int orjson read as one
+        value = json.loads(request_json)
+    # text from elsewhere than the spec may hold a None in an object: drop it as the spec does
+    return drop_none(value) if "null" in request_json else value
+
+
+def canonical_blocks(
+    request: dict[str, Any] | None,
+    documents: Iterable[tuple[str | None, str | None]] = (),
+    *,
+    plain: bool = False,
+) -> dict[str, bytes]:
+    """Block name -> the canonical bytes of that block, for a None-free request
+    (parsed from canonical JSON, or cleaned) and its retrieved documents. A
+    document without text has no block. ``plain`` says the request's own
+    orjson bytes passed the spec check (``request_plain``): then every block,
+    a part of it, does too, and is not checked again."""
+    if not request:
+        out = {}
+    elif plain:
+        out = {name: _plain_bytes(block) for name, block in _blocks(request).items()}
+    else:
+        out = {name: canonical_bytes(block) for name, block in _blocks(request).items()}
+    for doc_id, text in documents:
+        if text is not None:
+            out[f"{DOCUMENT_PREFIX}{doc_id}"] = canonical_bytes(document_block(doc_id, text))
+    return out
+
+
+def _plain_bytes(block: Any) -> bytes:
+    try:
+        return orjson.dumps(block, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # an int over 64 bits (json read it from the text): the spec writes it
+        return canonical_bytes(block)
+
+
+def request_plain(request_json: str | None) -> bool:
+    """Whether canonical request text holds nothing orjson writes differently from the spec."""
+    return bool(request_json) and _spec_safe(request_json.encode("utf-8"))
+
+
 def block_hashes(
     request: Mapping[str, Any] | None,
     documents: Iterable[tuple[str, str | None]] = (),
@@ -113,27 +258,21 @@ def block_hashes_from_json(
 ) -> list[dict[str, Any]]:
     """``block_hashes`` of a request already in canonical JSON (a calls row's
     ``request_json``): parsing it back is cheaper than cleaning the dict again."""
-    return _block_rows(json.loads(request_json) if request_json else None, documents, block_tokens)
+    return _block_rows(parse_canonical(request_json), documents, block_tokens, plain=request_plain(request_json))
 
 
 def _block_rows(
     request: dict[str, Any] | None,
     documents: Iterable[tuple[str, str | None]],
     block_tokens: Mapping[str, int] | None,
+    *,
+    plain: bool = False,
 ) -> list[dict[str, Any]]:
     tokens = block_tokens or {}
-    rows = []
-    if request:
-        for name, block in _blocks(request).items():
-            rows.append({"block": name, "sha256": sha256_hex(_dumps(block)), "tokens": tokens.get(name)})
-    for doc_id, text in documents:
-        if text is None:
-            continue
-        name = f"document:{doc_id}"
-        rows.append(
-            {"block": name, "sha256": sha256_hex(_dumps(document_block(doc_id, text))), "tokens": tokens.get(name)}
-        )
-    return rows
+    return [
+        {"block": name, "sha256": hashlib.sha256(data).hexdigest(), "tokens": tokens.get(name)}
+        for name, data in canonical_blocks(request, documents, plain=plain).items()
+    ]
 
 
 def call_id(source_format: str, trace_id: str, span_id: str) -> str:
@@ -141,12 +280,14 @@ def call_id(source_format: str, trace_id: str, span_id: str) -> str:
     return sha256_hex(f"{source_format}|{trace_id}|{span_id}")
 
 
+_FINGERPRINT_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
 def record_sha256(row: Mapping[str, Any], ignore: Iterable[str]) -> str:
     """Content hash of a row, ignoring bookkeeping columns (ingested_at, etag...).
     The warehouse merge only rewrites a row when this changes."""
-    skip = set(ignore)
-    content = {k: v for k, v in row.items() if k not in skip}
+    content = dict(row)  # a C copy, then a few deletions: cheaper than filtering every key
+    for key in ignore:
+        content.pop(key, None)
     # an internal fingerprint, not the hashing spec: orjson is several times faster
-    return hashlib.sha256(
-        orjson.dumps(content, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS, default=str)
-    ).hexdigest()
+    return hashlib.sha256(orjson.dumps(content, option=_FINGERPRINT_OPTIONS, default=str)).hexdigest()

@@ -15,7 +15,7 @@ from pipelines.record.capture import context_complete, missing_capture_items
 from pipelines.record.schema import CALLS, SCHEMA_VERSION, SPANS
 
 # Columns that describe where and when a row was loaded, not what it says.
-BOOKKEEPING = ("ingested_at", "source_etag", "record_sha256", "source_uri", "source_line")
+BOOKKEEPING = frozenset(("ingested_at", "source_etag", "record_sha256", "source_uri", "source_line"))
 
 
 class RecordError(Exception):
@@ -34,12 +34,26 @@ def _require(row: Mapping[str, Any], kind: str) -> None:
             raise RecordError("missing_field", f"{kind} has no {name}")
 
 
-def _row(schema: pa.Schema, table: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """Every column of ``table`` (None unless given); a name that is not a column is a bug."""
-    unknown = set(fields) - set(schema.names)
-    if unknown:
-        raise KeyError(f"not columns of {table}: {sorted(unknown)}")
-    return {name: fields.get(name) for name in schema.names}
+class _Columns:
+    """A table's column names, computed once from its schema: a new row is a
+    copy of the all-None row (in schema order) updated with what is given."""
+
+    def __init__(self, schema: pa.Schema, table: str):
+        self.table = table
+        self.names = frozenset(schema.names)
+        self.empty = dict.fromkeys(schema.names)
+
+    def row(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """Every column (None unless given); a name that is not a column is a bug."""
+        if not fields.keys() <= self.names:
+            raise KeyError(f"not columns of {self.table}: {sorted(set(fields) - self.names)}")
+        row = self.empty.copy()
+        row.update(fields)
+        return row
+
+
+_CALL_COLUMNS = _Columns(CALLS, "calls")
+_SPAN_COLUMNS = _Columns(SPANS, "spans")
 
 
 def document_row(doc_id: Any, rank: int, score: Any, text: Any, tokens: int | None = None) -> dict[str, Any]:
@@ -55,11 +69,11 @@ def document_row(doc_id: Any, rank: int, score: Any, text: Any, tokens: int | No
 
 
 def new_call(**fields: Any) -> dict[str, Any]:
-    return _row(CALLS, "calls", fields)
+    return _CALL_COLUMNS.row(fields)
 
 
 def new_span(**fields: Any) -> dict[str, Any]:
-    return _row(SPANS, "spans", fields)
+    return _SPAN_COLUMNS.row(fields)
 
 
 def _ms_between(start: datetime | None, end: datetime | None) -> float | None:
@@ -141,6 +155,25 @@ def span_for_call(call: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
 ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError, OverflowError)
 
 
+def converted(rows: list[dict[str, Any]], schema: pa.Schema) -> tuple[pa.RecordBatch | None, dict[int, str]]:
+    """(the rows as an Arrow record batch of ``schema``, {}) when they all fit,
+    else (None, ``misfits``): the schema check and the conversion are one step."""
+    try:
+        return from_columns(rows, schema), {}
+    except ARROW_ERRORS:
+        return None, misfits(rows, schema)
+
+
+def from_columns(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.RecordBatch:
+    """``RecordBatch.from_pylist(rows, schema)``, column by column: pyarrow
+    converts a list of values about twice as fast as a list of 70-key dicts."""
+    try:
+        columns = [pa.array([row[field.name] for row in rows], type=field.type) for field in schema]
+    except KeyError:  # a row built without every column
+        return pa.RecordBatch.from_pylist(rows, schema=schema)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
 def misfits(rows: list[dict[str, Any]], schema: pa.Schema) -> dict[int, str]:
     """Rows that would fail ``pa.Table.from_pylist(rows, schema)``: {row index:
     the first column whose value does not fit}. Checked column by column, then
@@ -149,6 +182,11 @@ def misfits(rows: list[dict[str, Any]], schema: pa.Schema) -> dict[int, str]:
     bad: dict[int, str] = {}
     if not rows:
         return bad
+    try:  # the usual case, all rows fit: one conversion says so
+        from_columns(rows, schema)
+        return bad
+    except ARROW_ERRORS:
+        pass
     for column in schema:
         try:
             pa.array([row.get(column.name) for row in rows], type=column.type)

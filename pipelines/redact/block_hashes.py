@@ -7,23 +7,22 @@ hashing every candidate CPF, so the blocks that may hold personal data
 public) are re-hashed here with HMAC-SHA256 under ``TRACELAKE_HASH_KEY``.
 Each row says which algorithm it used, and ``block_sha256`` recomputes the
 same value for a re-rendered block, so the rot check can still compare.
+
+The canonical bytes and the digests come from ``pipelines.record.canonical``
+(the one implementation of the hashing spec); this module only decides which
+block is keyed.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pipelines.record import canonical
+from pipelines.record.canonical import ALGORITHMS, DOCUMENT_PREFIX, HMAC_SHA256, SHA256
 from pipelines.redact.keys import KeyRing
 
-SHA256 = "sha256"
-HMAC_SHA256 = "hmac-sha256"
-ALGORITHMS = (SHA256, HMAC_SHA256)
-DOCUMENT_PREFIX = "document:"
+__all__ = ["ALGORITHMS", "DOCUMENT_PREFIX", "HMAC_SHA256", "SHA256", "block_sha256", "may_hold_pii", "raw_block_hashes"]
 
 
 def may_hold_pii(block: str, is_public_document: Callable[[str], bool] = lambda doc_id: False) -> bool:
@@ -37,15 +36,7 @@ def block_sha256(block: Any, algorithm: str, keys: KeyRing) -> str:
     ``block_hashes`` row with that algorithm holds. A null algorithm (rows
     written before redaction existed) is plain sha256. For a retrieved
     document pass ``canonical.document_block(doc_id, text)``."""
-    return _digest(canonical.canonical_json(block).encode("utf-8"), algorithm, keys)
-
-
-def _digest(data: bytes, algorithm: str | None, keys: KeyRing) -> str:
-    if algorithm in (SHA256, None):
-        return hashlib.sha256(data).hexdigest()
-    if algorithm == HMAC_SHA256:
-        return hmac.new(keys.block_hash_key(), data, hashlib.sha256).hexdigest()
-    raise ValueError(f"unknown block hash algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+    return canonical.digest(canonical.canonical_bytes(block), algorithm, keys.block_hash_key)
 
 
 def raw_block_hashes(
@@ -64,19 +55,17 @@ def raw_block_hashes(
     rows: dict[str, dict[str, Any]] = {}
     for row in existing or ():
         rows[row["block"]] = {**row, "algorithm": row.get("algorithm") or SHA256}
-    blocks: dict[str, Any] = {}
-    if request_json:
-        # request_blocks drops None values itself: each block is already canonical but for its encoding
-        blocks.update(canonical.request_blocks(json.loads(request_json)))
-    for doc in documents:
-        if doc.get("text") is not None and doc.get("doc_id") is not None:
-            blocks[DOCUMENT_PREFIX + doc["doc_id"]] = canonical.document_block(doc["doc_id"], doc["text"])
-    for name, block in blocks.items():
+    # request_json is canonical (no None in any object), so its blocks are too
+    request = canonical.parse_canonical(request_json)
+    if request is not None and not isinstance(request, dict):
+        raise ValueError("request_json is not a JSON object")
+    docs = [(d["doc_id"], d["text"]) for d in documents if d.get("text") is not None and d.get("doc_id") is not None]
+    plain = canonical.request_plain(request_json)
+    for name, data in canonical.canonical_blocks(request, docs, plain=plain).items():
         algorithm = HMAC_SHA256 if may_hold_pii(name, is_public_document) else SHA256
-        encoded = json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
         rows[name] = {
             "block": name,
-            "sha256": _digest(encoded, algorithm, keys),
+            "sha256": canonical.digest(data, algorithm, keys.block_hash_key),
             "tokens": tokens.get(name),
             "algorithm": algorithm,
         }

@@ -216,13 +216,17 @@ class Warehouse(dg.ConfigurableResource):
         *,
         partitions: Iterable[Any] | None = None,
         replace: str | None = None,
+        append_when_empty: bool = False,
     ) -> MergeResult:
         """Upsert ``rows`` by the table's key.
 
         ``partitions`` narrows the match to those partition values (file
         pruning). ``replace`` is a SQL predicate on the target (``t.``) whose
         rows not in ``rows`` are deleted: a changed source object replaces
-        what it wrote before.
+        what it wrote before. With ``append_when_empty`` rows going into
+        partitions that hold nothing yet are appended, not merged: only for a
+        caller that is the sole writer of those partitions (two blind appends
+        do not conflict, two merges do).
         """
         data = to_stored(name, to_arrow(name, rows))
         if data.num_rows == 0 and replace is None:
@@ -242,7 +246,9 @@ class Warehouse(dg.ConfigurableResource):
             if created is not None:
                 return created
         txn = next(_TRANSACTIONS)  # one per merge, the same on every attempt: a retry can see it landed
-        return self._retrying(name, lambda table: self._merge_into(name, table, data, partitions, replace, txn))
+        return self._retrying(
+            name, lambda table: self._merge_into(name, table, data, partitions, replace, txn, append_when_empty)
+        )
 
     def ensure(self, name: str) -> None:
         """Create the table empty when it does not exist yet: it can be queried from the first run."""
@@ -275,12 +281,19 @@ class Warehouse(dg.ConfigurableResource):
         partitions: Iterable[Any] | None,
         replace: str | None,
         txn: int,
+        append_when_empty: bool = False,
     ) -> MergeResult:
         landed = _landed(name, table, txn, data.num_rows)
         if landed is not None:
             return landed
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
         part_cols = PARTITIONS[name]
+        if append_when_empty and partitions is not None and part_cols and replace is None and data.num_rows:
+            partitions = sorted(partitions)
+            values = [p.isoformat() if isinstance(p, date) else str(p) for p in partitions]
+            if partitions and not table.file_uris(file_pruning_predicate=[(part_cols[0], "in", values)]):
+                # nothing to match in those partitions: an append writes the same rows without the join
+                return self._append(name, table, data, txn)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
         if partitions is not None and part_cols:
             predicate += " AND " + in_list(f"t.{part_cols[0]}", partitions)
         before = table.version()
@@ -310,6 +323,19 @@ class Warehouse(dg.ConfigurableResource):
             deleted=metrics.get("num_target_rows_deleted", 0),
             committed=after != before,
         )
+
+    def _append(self, name: str, table: DeltaTable, data: pa.Table, txn: int) -> MergeResult:
+        """The merge of rows into partitions that hold none yet: every row is an
+        insert. The transaction id makes a retry whose commit landed see it."""
+        write_deltalake(
+            table,
+            data,
+            mode="append",
+            partition_by=list(PARTITIONS[name]) or None,
+            schema_mode="merge",
+            commit_properties=_commit_properties(txn),
+        )
+        return MergeResult(name, table.version(), data.num_rows, inserted=data.num_rows, committed=True)
 
     # Maintenance: the retention sweep and erasure use these to remove bytes, not only rows.
 

@@ -1,0 +1,149 @@
+"""The fast paths of the ingest core give exactly what the slow, reference paths give.
+
+- canonical JSON: orjson writes it unless its bytes could differ from the
+  spec's serializer (``json.dumps`` with sorted keys, compact separators,
+  ``ensure_ascii=False``); for each value where they do differ the guard must
+  pick the spec's bytes;
+- strict parsing: orjson parses a record unless it would read it differently
+  from the strict stdlib decoder (duplicate keys, ints past 64 bits, NaN);
+- the Arrow the schema check builds per object is what the write converts,
+  also for rows assembly changed afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+
+import orjson
+import pyarrow as pa
+import pytest
+
+from pipelines.demo import generate
+from pipelines.formats.base import AmbiguousRecord, NonFiniteNumber, strict_loads
+from pipelines.ingest import SourceObject, ingest_objects
+from pipelines.record import canonical
+from pipelines.record.schema import TABLES
+from pipelines.resources.object_store import ObjectStore
+
+
+def spec(value):
+    """The hashing spec written out with the stdlib, the reference."""
+    return json.dumps(canonical.drop_none(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+DIFFERING = {
+    "a float below 1e-4": {"temperature": 0.00001234, "top_p": -9.5e-05},
+    "an int over 64 bits": {"seed": 2**64, "offset": -(2**63) - 1},
+    "a non-string key": {"segment": {1: "a", 2: "b"}},
+    "NaN and Infinity": {"score": float("nan"), "limit": float("inf")},
+}
+
+
+@pytest.mark.parametrize("case", sorted(DIFFERING))
+def test_guard_picks_the_spec_bytes_where_orjson_differs(case):
+    value = {"model": "claude-sonnet-4-5", **DIFFERING[case]}
+    try:
+        fast = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        fast = None  # orjson refuses it outright
+    assert fast != spec(value)  # the case is real: orjson alone would be wrong here
+    assert canonical.canonical_bytes(value) == spec(value)
+    assert canonical.request_sha256(value) == canonical.sha256_hex(spec(value))
+
+
+def test_orjson_bytes_are_kept_where_they_are_the_spec():
+    value = {
+        "model": "claude",
+        "system": "Você é o assistente — sem \\u escapes, \u2028 e controles \x01\n\t",
+        "messages": [{"role": "user", "content": "id 3e-4a1b, nota 0.0001"}],
+        "temperature": 0.7,
+        "budget": 1.5e16,  # exponent forms go the spec's way too (orjson agrees on these)
+        "tiny": 5e-324,
+        "max_tokens": 2**63,
+        "stop_sequences": ["\U0001f600", "\uffff"],
+        "metadata": None,
+    }
+    assert canonical.canonical_bytes(value) == spec(value)
+    # None dropped from objects at every depth, kept in lists
+    assert canonical.canonical_json({"a": [None, {"b": None}], "c": None}) == '{"a":[null,{}]}'
+
+
+def test_block_hashes_follow_the_spec_for_guarded_values():
+    request = {
+        "model": "m",
+        "system": "s",
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "x", "weight": 1e-05}]}],
+        "seed": 2**70,
+    }
+    rows = canonical.block_hashes_from_json(canonical.canonical_json(request))
+    hashes = {r["block"]: r["sha256"] for r in rows}
+    assert hashes["messages[0]"] == canonical.sha256_hex(spec(request["messages"][0]))
+    assert hashes["params"] == canonical.sha256_hex(spec({"seed": 2**70}))
+    assert canonical.parse_canonical(canonical.canonical_json(request))["seed"] == 2**70
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'{"a": 1, "b": {"c": [1, 2.5, "x:y"]}}',
+        b'{"n": 18446744073709551616, "m": -9223372036854775809}',
+        b'{"big": 12345678901234567890123}',
+        b'{"s": "\\u00e9\\u003a", "t": "\\ud83d\\ude00"}',
+        b'{"x": 1e400}',
+        b'{"x": 1e-400, "y": -0.0}',
+    ],
+)
+def test_strict_loads_reads_what_json_reads(text):
+    assert strict_loads(text) == json.loads(text)
+    assert type(strict_loads(text)) is type(json.loads(text))
+    if b"1844" in text:
+        assert isinstance(strict_loads(text)["n"], int)
+
+
+@pytest.mark.parametrize(
+    "text, error",
+    [
+        (b'{"a": 1, "a": 2}', AmbiguousRecord),
+        (b'{"a": {"k": "x:y", "k": "z"}}', AmbiguousRecord),
+        (b'{"a": "\\u003a", "b": 1, "b": 2}', AmbiguousRecord),
+        (b'{"a": NaN}', NonFiniteNumber),
+        (b'{"a": -Infinity}', NonFiniteNumber),
+        (b'{"a": 1,}', json.JSONDecodeError),
+    ],
+)
+def test_strict_loads_refuses_what_the_strict_decoder_refuses(text, error):
+    with pytest.raises(error):
+        strict_loads(text)
+
+
+def test_batch_arrow_is_the_rows_converted(tmp_path):
+    """The write's Arrow reuses each object's schema-check conversion: it must
+    hold exactly the batch's rows, with the rows assembly changed after their
+    check (a call seen twice keeps the feedback only its first record had)
+    converted again."""
+    day = date(2026, 11, 20)
+    generate(str(tmp_path / "source"), calls=200, days=1, seed=5, end=day)
+    store = ObjectStore(uri=str(tmp_path / "source"))
+    objects = [
+        SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
+        for i in store.list_day(day)
+    ]
+    frozen = next(o for o in objects if o.key.endswith(".jsonl.gz") and b"tracelake.frozen_call" in o.data)
+    record = json.loads(frozen.data.splitlines()[0])
+    with_feedback = json.dumps({**record, "feedback": {"name": "fast-path-test", "value": "up"}}).encode()
+    earlier = SourceObject("a/first.jsonl", "file:///a/first.jsonl", "e1", len(with_feedback), frozen.last_modified)
+    objects = [
+        SourceObject(**{**earlier.__dict__, "data": with_feedback}),
+        *objects,
+    ]
+    batch = ingest_objects(objects, day, "run", datetime(2026, 11, 21, tzinfo=UTC))
+    assert len(batch.touched) == 1
+    for table, key in (("calls", "call_id"), ("spans", "span_key")):
+        expected = pa.Table.from_pylist(getattr(batch, table), schema=TABLES[table]).sort_by(key)
+        got = batch.arrow(table)
+        assert got.schema == TABLES[table]
+        assert got.num_rows == len(getattr(batch, table))
+        assert got.sort_by(key).equals(expected)
+    carried = next(c for c in batch.calls if id(c) in batch.touched)
+    assert "fast-path-test" in [f["name"] for f in carried["feedback"]]
