@@ -62,7 +62,13 @@ def prepare(out: Path, calls: int, seed: int, per_call_values: bool = True) -> t
     shutil.rmtree(root, ignore_errors=True)
     t = time.perf_counter()
     generate(
-        str(root / "source"), calls=calls, days=1, seed=seed, end=DAY, stores_out=stores, per_call_values=per_call_values
+        str(root / "source"),
+        calls=calls,
+        days=1,
+        seed=seed,
+        end=DAY,
+        stores_out=stores,
+        per_call_values=per_call_values,
     )
     print(f"generated the demo day in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     t = time.perf_counter()
