@@ -22,6 +22,12 @@ which is what the set's verdict then also rests on.
 Calls this shortcut does not cover go through ``Checker.check`` one by one,
 with the same result as before: redacted calls, rows without block hashes or
 a request, templates that read scores in other ways.
+
+It relies on what ingest guarantees: ``request_json`` is the canonical JSON of
+the request (``record/rows.py`` hashes exactly those bytes into
+``request_sha256``), so a call whose stored bytes hash to the recorded hash
+holds its messages and metadata between the set's recorded blocks, byte for
+byte as ``rerender_request`` serialises them.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from pipelines.record.canonical import canonical_json
 from pipelines.rot.check import APPROXIMATE, EXACT, VERIFIED, Checker, RotCheck, _recorded_documents
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import REDACTED_FLAG
-from pipelines.rot.rerender import DocRef, canonical_object, rerender_request
+from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
 VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
@@ -245,22 +251,15 @@ class _Sets:
             self.printed[template.sha256] = PrintedScores.of(template)
         return self.printed[template.sha256]
 
-    def today(self, call: Mapping[str, Any]) -> tuple[dict[str, str] | None, dict[str, str]]:
-        """(recorded top-level pieces, today's) for a call; the recorded ones are None
-        when its stored request is not the canonical JSON the splice relies on."""
-        request = json.loads(call["request_json"])
-        ingredients = self.checker.ingredients
-        template = ingredients.template(call["template_id"], call["template_version"])
-        docs = _recorded_documents(call)
-        today = rerender_request(
-            call, request, template, docs, ingredients, self.checker.renderer, self.checker.today
-        ).pieces
-        # the stored request is canonical JSON (ingest stores canonical_json(request) and
-        # hashes those bytes); the call's own part is never re-serialised, only located
+    @staticmethod
+    def pieces(request: Mapping[str, Any], today: Rerendered) -> tuple[dict[str, str], dict[str, str]]:
+        """(the recorded request's top-level pieces but its own part, today's pieces)."""
+        # the stored request is canonical JSON (see the module docstring); the call's
+        # own part is never serialised again, only located
         recorded = {
             k: canonical_json(v) for k, v in request.items() if k not in ("messages", "metadata") and v is not None
         }
-        return recorded, today
+        return recorded, today.pieces
 
 
 def _frame(columns: Mapping[str, list], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
@@ -310,7 +309,10 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
         .with_row_index("_gid")
     )
-    fast = fast.join(_explode_ids(groups, "_gid"), on="_row")
+    # from here on only what a call's verdict row needs (joins copy every column they carry)
+    fast = fast.select("_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm").join(
+        _explode_ids(groups, "_gid"), on="_row"
+    )
 
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
@@ -381,12 +383,12 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     complete: list[bool] = []
     pieces_of: dict[int, tuple[dict[str, str] | None, dict[str, str]]] = {}
     for class_id, call in zip(classes["_class"], sets.calls(classes["_rep"]), strict=True):
-        check = checker.check(call)
+        check, request, today = checker.check_rerendered(call)
         for name in SHARED:
             shared[name].append(getattr(check, name))
         complete.append(check.rerendered_sha256 is not None)
         if check.status != VERIFIED and check.rerendered_sha256 is not None:
-            pieces_of[class_id] = sets.today(call)
+            pieces_of[class_id] = sets.pieces(request, today)
     verdicts = _frame(
         {"_class": classes["_class"].to_list(), **shared, "_complete": complete},
         {"_class": pl.UInt32, **{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -480,7 +482,7 @@ def _rerendered_spliced(
     offsets = memoryview(column.buffers()[1]).cast("q")[column.offset : column.offset + len(column) + 1].tolist()
     data = memoryview(column.buffers()[2] or b"").cast("B")
     out: dict[int, str] = {}
-    columns = zip(spans["_row"], spans["_class"], spans["_ok"], spans["_at"], spans["_until"], strict=True)
+    columns = zip(*(spans[c].to_list() for c in ("_row", "_class", "_ok", "_at", "_until")), strict=True)
     for j, (row, class_id, ok, at, until) in enumerate(columns):
         start = offsets[j]
         if ok:
@@ -577,7 +579,8 @@ def _slots(sets: _Sets, slots: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.D
     )
     scores_of = scores_of.to_series().gather(slots["_row"]).to_list()
     today_eq, recorded_eq, today_text, recorded_text, bad = [], [], [], [], []
-    columns = zip(slots["_row"], slots["_gid"], slots["_system"], slots["_system_algorithm"], scores_of, strict=True)
+    names = ("_row", "_gid", "_system", "_system_algorithm")
+    columns = zip(*(slots[c].to_list() for c in names), scores_of, strict=True)
     for row, gid, sha, algorithm, stored in columns:
         one = by_gid[gid]
         scores = [stored[i] for i in one.order]
