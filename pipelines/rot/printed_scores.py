@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -252,29 +252,23 @@ class PrintedScores:
     def text(self, skeleton: Skeleton, scores: Sequence[float | None]) -> str:
         """The full rendering with these scores (one per skeleton document) in the holes.
         Raises what Jinja raises when a slot does not render (e.g. a missing score)."""
-        out = []
-        values = self._values
-        score_only = self._score_only
-        for part in skeleton.parts:
-            if part.__class__ is str:
-                out.append(part)
-                continue
-            k, i = part
-            score = scores[i]
-            key = (k, score) if score_only[k] else (k, skeleton.documents[i], score)
-            value = values.get(key)
-            if value is None:
-                d = skeleton.documents[i]
-                value = values[key] = self._slot(k, DocRef(d.doc_id, d.text, score))
-            out.append(value)
-        return "".join(out)
+        return "".join(self._filled(skeleton, skeleton.parts, scores, self._values, str))
 
     def canonical(self, skeleton: Skeleton, scores: Sequence[float | None]) -> str:
         """``canonical_json(self.text(skeleton, scores))``, without building the text."""
-        out = ['"']
-        values = self._escaped
+        return '"' + "".join(self._filled(skeleton, skeleton.escaped, scores, self._escaped, _escape)) + '"'
+
+    def _filled(
+        self,
+        skeleton: Skeleton,
+        parts: Sequence[str | tuple[int, int]],
+        scores: Sequence[float | None],
+        values: dict[tuple, str],
+        as_part: Callable[[str], str],
+    ) -> list[str]:
+        out = []
         score_only = self._score_only
-        for part in skeleton.escaped:
+        for part in parts:
             if part.__class__ is str:
                 out.append(part)
                 continue
@@ -284,18 +278,12 @@ class PrintedScores:
             value = values.get(key)
             if value is None:
                 d = skeleton.documents[i]
-                value = values[key] = _escape(self._slot(k, DocRef(d.doc_id, d.text, score)))
+                value = values[key] = as_part(self._slot(k, DocRef(d.doc_id, d.text, score)))
             out.append(value)
-        out.append('"')
-        return "".join(out)
+        return out
 
     def _slot(self, k: int, d: DocRef) -> str:
         slot = self._slots[k]
         doc = {"score": d.score} if self._score_only[k] else {"doc_id": d.doc_id, "text": d.text, "score": d.score}
         # a slot reads its document and nothing else, so it needs no globals (shared=True)
         return "".join(slot.root_render_func(slot.new_context({self._loop_vars[k]: doc}, shared=True)))
-
-
-def printed_scores_of(templates: Mapping[Any, TemplateVersion | None]) -> dict[str, PrintedScores | None]:
-    """template sha256 -> its slots (None when it prints no score or reads scores otherwise)."""
-    return {t.sha256: PrintedScores.of(t) for t in templates.values() if t is not None}
