@@ -15,6 +15,7 @@ from pipelines.redact.keys import KeyRing
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore, load_ingredients
 from pipelines.resources.warehouse import Warehouse
 from pipelines.rot.check import CALL_COLUMNS, STATUSES, Checker
+from pipelines.rot.grouped import check_frame
 from pipelines.rot.redaction import RedactionView, audits_from_rows
 from pipelines.rot.table import latest_status, rate_jumps, rot_rates, rot_rows
 
@@ -67,7 +68,7 @@ def rot_checks(
     versions = calls.select("template_id", "template_version").drop_nulls().unique().iter_rows()
     ingredients = load_ingredients(template_store, document_store, model_alias_store, params_store, versions)
     checker = Checker(ingredients, checked_at, redaction=_redaction(warehouse, day))
-    checks = checker.check_all(calls.iter_rows(named=True))
+    checks = check_frame(checker, calls)
     rows = rot_rows(checks, ingredients, checked_at, context.run.run_id)
     result = warehouse.merge("rot_checks", rows, partitions=[checked_at.date()])
 

@@ -1,16 +1,22 @@
 """Rot-check throughput on a demo day, next to the ceiling of only hashing the same bytes.
 
-    .venv/bin/python bench/rot.py                 # a 40,000-call day
-    .venv/bin/python bench/rot.py --calls 2000    # small and quick
+    .venv/bin/python bench/rot.py                              # a 40,000-call day
+    .venv/bin/python bench/rot.py --calls 2000                 # small and quick
+    .venv/bin/python bench/rot.py --no-per-call-values         # templates print no score, no date
 
 Generates the demo day and its aged stores once (cached under bench/out/rot/),
 ingests it into a local Delta warehouse, then in one run measures:
 
 - ceiling: sha256 of every call's recorded request bytes, nothing else;
-- check: re-render + compare + classify every call (rows already in memory);
-- asset path: read the day's calls from Delta, check, write `rot_checks`.
+- per call (before): ``Checker.check_all``, one call at a time, as the asset ran it
+  before issue 13 (rows already in memory);
+- grouped: ``grouped.check_frame`` on the day's frame (one check per ingredient
+  set, the rest in polars), which the asset runs now;
+- asset path: read the day's calls from Delta, check (grouped), write `rot_checks`.
 
-and prints calls per second for each and the ratio of the ceiling to the check.
+It prints calls per second for each, the grouped check's speed-up over the
+per-call one and its share of the ceiling, and fails if the two disagree on
+any call.
 """
 
 from __future__ import annotations
@@ -40,21 +46,30 @@ from pipelines.resources.stores import (  # noqa: E402
 )
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
 from pipelines.rot.check import CALL_COLUMNS, Checker  # noqa: E402
+from pipelines.rot.grouped import VERDICT_FIELDS, check_frame  # noqa: E402
 from pipelines.rot.table import rot_rows  # noqa: E402
 
 DAY = date(2026, 11, 20)
 
 
-def prepare(out: Path, calls: int, seed: int) -> tuple[Warehouse, str]:
+def prepare(out: Path, calls: int, seed: int, per_call_values: bool = True) -> tuple[Warehouse, str]:
     """The demo day ingested into a Delta warehouse (reused when already there)."""
-    root = out / f"calls{calls}-seed{seed}"
+    root = out / (f"calls{calls}-seed{seed}" + ("" if per_call_values else "-no-per-call-values"))
     warehouse = Warehouse(uri=str(root / "warehouse"))
     stores = str(root / "stores")
     if warehouse.table("calls") is not None:
         return warehouse, stores
     shutil.rmtree(root, ignore_errors=True)
     t = time.perf_counter()
-    generate(str(root / "source"), calls=calls, days=1, seed=seed, end=DAY, stores_out=stores)
+    generate(
+        str(root / "source"),
+        calls=calls,
+        days=1,
+        seed=seed,
+        end=DAY,
+        stores_out=stores,
+        per_call_values=per_call_values,
+    )
     print(f"generated the demo day in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     t = time.perf_counter()
     source = ObjectStore(uri=str(root / "source"))
@@ -85,9 +100,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--runs", type=int, default=3, help="timed repetitions; the best is reported")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "rot")
+    parser.add_argument(
+        "--no-per-call-values",
+        dest="per_call_values",
+        action="store_false",
+        help="a demo day whose templates print no retrieval score and no date",
+    )
     args = parser.parse_args()
 
-    warehouse, stores_uri = prepare(args.out, args.calls, args.seed)
+    warehouse, stores_uri = prepare(args.out, args.calls, args.seed, args.per_call_values)
     frame = warehouse.read("calls", pl.col("occurred_date") == DAY, list(CALL_COLUMNS))
     calls = list(frame.iter_rows(named=True))
     n = len(calls)
@@ -102,25 +123,35 @@ def main() -> None:
 
     ceiling_s, _ = best_of(args.runs, lambda: [hashlib.sha256(b).hexdigest() for b in request_bytes])
     # a fresh checker per run: caches start cold, as in a nightly run
-    check_s, checks = best_of(args.runs, lambda: Checker(ingredients, clock).check_all(calls))
+    per_call_s, checks = best_of(args.runs, lambda: Checker(ingredients, clock).check_all(calls))
+    grouped_s, verdicts = best_of(args.runs, lambda: check_frame(Checker(ingredients, clock), frame))
+    differ = sum(
+        any(getattr(c, name) != row[name] for name in VERDICT_FIELDS)
+        for c, row in zip(checks, verdicts.iter_rows(named=True), strict=True)
+    )
+    if differ:
+        sys.exit(f"the grouped check disagrees with the per-call check on {differ} of {n} calls")
 
     def asset_path() -> int:
         day = warehouse.read("calls", pl.col("occurred_date") == DAY, list(CALL_COLUMNS))
         checked_at = datetime.now(UTC)
-        done = Checker(ingredients, checked_at).check_all(day.iter_rows(named=True))
+        done = check_frame(Checker(ingredients, checked_at), day)
         return warehouse.merge(
             "rot_checks", rot_rows(done, ingredients, checked_at, "bench"), partitions=[checked_at.date()]
         ).rows_in
 
     asset_s, _ = best_of(1, asset_path)
 
+    ceiling = len(request_bytes) / ceiling_s
     statuses = Counter(c.status for c in checks)
-    print(f"rot check on a {n:,}-call demo day ({mb:.1f} MB of recorded requests), best of {args.runs}")
+    kind = "" if args.per_call_values else " (templates print no per-call values)"
+    print(f"rot check on a {n:,}-call demo day{kind}, {mb:.1f} MB of recorded requests, best of {args.runs}")
     print("  statuses: " + ", ".join(f"{k} {v:,}" for k, v in statuses.most_common()))
-    print(f"  {'ceiling (sha256 of the recorded bytes only)':48} {len(request_bytes) / ceiling_s:>12,.0f} calls/s")
-    print(f"  {'check (re-render, compare, classify)':48} {n / check_s:>12,.0f} calls/s")
-    print(f"  {'asset path (Delta read + check + merge)':48} {n / asset_s:>12,.0f} calls/s")
-    print(f"  ratio ceiling / check: {(len(request_bytes) / ceiling_s) / (n / check_s):.1f}x")
+    print(f"  {'ceiling (sha256 of the recorded bytes only)':48} {ceiling:>12,.0f} calls/s")
+    print(f"  {'per call (Checker.check_all, before)':48} {n / per_call_s:>12,.0f} calls/s")
+    print(f"  {'grouped (check_frame, same verdicts)':48} {n / grouped_s:>12,.0f} calls/s")
+    print(f"  {'asset path (Delta read + grouped + merge)':48} {n / asset_s:>12,.0f} calls/s")
+    print(f"  grouped / per call: {per_call_s / grouped_s:.1f}x; grouped / ceiling: {(n / grouped_s) / ceiling:.0%}")
 
 
 if __name__ == "__main__":

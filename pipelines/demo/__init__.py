@@ -59,9 +59,12 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode()
 
 
-def day_objects(day: date, calls: int, seed: int, people: list[Customer]) -> tuple[dict[str, bytes], int, int]:
+def day_objects(
+    day: date, calls: int, seed: int, people: list[Customer], per_call_values: bool = True
+) -> tuple[dict[str, bytes], int, int]:
     """Every object one day produces (key -> uncompressed bytes), with the
-    number of model calls and agent sessions in them."""
+    number of model calls and agent sessions in them. ``per_call_values=False``
+    renders from templates that print no retrieval score and no date."""
     rng = random.Random(f"{seed}:{day.isoformat()}")
     answers: dict[int, list[dict]] = defaultdict(list)
     triage: dict[int, list[dict]] = defaultdict(list)
@@ -69,11 +72,13 @@ def day_objects(day: date, calls: int, seed: int, people: list[Customer]) -> tup
     singles: list[dict] = []
     for _ in range(round(calls * ANSWER_SHARE)):
         when = _when(rng, day)
-        doc = support.answer_call(rng, _customer(rng, people), when, f"{rng.getrandbits(128):032x}")
+        doc = support.answer_call(rng, _customer(rng, people), when, f"{rng.getrandbits(128):032x}", per_call_values)
         (singles if doc.get("escalated") else answers[when.hour]).append(doc)
     for _ in range(round(calls * TRIAGE_SHARE)):
         when = _when(rng, day)
-        triage[when.hour].append(support.triage_call(rng, _customer(rng, people), when, f"{rng.getrandbits(128):032x}"))
+        customer = _customer(rng, people)  # before the trace id: the demo's draws stay in order
+        trace_id = f"{rng.getrandbits(128):032x}"
+        triage[when.hour].append(support.triage_call(rng, customer, when, trace_id, per_call_values))
     agent_calls = calls - round(calls * ANSWER_SHARE) - round(calls * TRIAGE_SHARE)
     made = round(calls * ANSWER_SHARE) + round(calls * TRIAGE_SHARE)
     session_count = max(1, round(agent_calls / CALLS_PER_SESSION)) if agent_calls > 0 else 0
@@ -113,6 +118,7 @@ def generate(
     stores_out: str | None = None,
     endpoint_url: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    per_call_values: bool = True,
 ) -> DemoSummary:
     """Write ``days`` days ending on ``end`` (inclusive) of about ``calls``
     calls each (agent sessions vary in length, so the count is approximate)."""
@@ -121,7 +127,7 @@ def generate(
     summary = DemoSummary(source=out, stores=stores_out or "")
     day_list = [end - timedelta(days=i) for i in reversed(range(days))]
     for n, day in enumerate(day_list, start=1):
-        objects, made, session_count = day_objects(day, calls, seed, people)
+        objects, made, session_count = day_objects(day, calls, seed, people, per_call_values)
         for key, data in objects.items():
             summary.bytes_written += writer.put(key, data)
         summary.objects += len(objects)
@@ -132,6 +138,6 @@ def generate(
             progress(day.isoformat(), n, len(day_list))
     if stores_out:
         store_writer = ObjectWriter(stores_out, endpoint_url)
-        for key, data in stores.aged_stores(moved_on=end + timedelta(days=1)).files().items():
+        for key, data in stores.aged_stores(end + timedelta(days=1), per_call_values).files().items():
             store_writer.put(key, data)
     return summary

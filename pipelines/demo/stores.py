@@ -73,9 +73,16 @@ If the customer shares card numbers or passwords, tell them not to.
 </document>
 {% endfor %}"""
 
+# The same templates printing no per-call values (no retrieval score, no date): the
+# demo day `generate(..., per_call_values=False)` writes, on which every call of an
+# ingredient set renders the same prompt (bench/rot.py measures both).
+_SUPPORT_V3_UNSCORED = _SUPPORT_V3.replace(" score=\"{{ '%.3f' | format(d.score) }}\"", "")
+
 _TRIAGE_V1 = """Classify the support message into one of: billing, shipping, account, other.
 Today is {{ now().strftime('%A, %d %B %Y') }}; messages about orders older than 30 days go to billing.
 Answer with the label only."""
+
+_TRIAGE_V1_UNDATED = _TRIAGE_V1.replace("Today is {{ now().strftime('%A, %d %B %Y') }}; messages", "Messages")
 
 _AGENT_V1 = """You are the orders agent of {{ company }}. Use the tools to look up orders and issue refunds.
 Refunds above {{ refund_limit }} {{ currency }} need a human: escalate them.
@@ -176,11 +183,16 @@ def _yaml(value: Any) -> bytes:
     return yaml.safe_dump(value, sort_keys=False, allow_unicode=True).encode()
 
 
-def capture_time_stores() -> Stores:
+def capture_time_stores(per_call_values: bool = True) -> Stores:
+    """``per_call_values=False``: templates that print no retrieval score and no date."""
     return Stores(
         templates={
-            SUPPORT_TEMPLATE: {"v1": _SUPPORT_V1, "v2": _SUPPORT_V2, "v3": _SUPPORT_V3},
-            TRIAGE_TEMPLATE: {"v1": _TRIAGE_V1},
+            SUPPORT_TEMPLATE: {
+                "v1": _SUPPORT_V1,
+                "v2": _SUPPORT_V2,
+                "v3": _SUPPORT_V3 if per_call_values else _SUPPORT_V3_UNSCORED,
+            },
+            TRIAGE_TEMPLATE: {"v1": _TRIAGE_V1 if per_call_values else _TRIAGE_V1_UNDATED},
             AGENT_TEMPLATE: {"v1": _AGENT_V1},
         },
         template_tools={AGENT_TEMPLATE: {"v1": AGENT_TOOLS}},
@@ -195,9 +207,9 @@ def capture_time_stores() -> Stores:
     )
 
 
-def aged_stores(moved_on: date) -> Stores:
+def aged_stores(moved_on: date, per_call_values: bool = True) -> Stores:
     """The stores after life happened (see module docstring)."""
-    stores = capture_time_stores()
+    stores = capture_time_stores(per_call_values)
     stores.templates[SUPPORT_TEMPLATE][EDITED_VERSION] = _SUPPORT_V2_EDITED
     rebuilt = dict(stores.snapshots[KB_SNAPSHOT])
     rebuilt[CHANGED_DOC] = rebuilt[CHANGED_DOC].replace("30 days", "14 days")

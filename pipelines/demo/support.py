@@ -99,6 +99,7 @@ def _retrieve(rng: random.Random, customer: Customer, topic: str) -> list[dict[s
 
 # the stores as they were when every demo trace was captured
 _STORES = st.capture_time_stores()
+_STORES_WITHOUT_PER_CALL_VALUES = st.capture_time_stores(per_call_values=False)
 
 
 def _version_for(when: datetime, rng: random.Random) -> str:
@@ -108,7 +109,9 @@ def _version_for(when: datetime, rng: random.Random) -> str:
     return "v3" if r < share_v3 else ("v2" if r < share_v3 + (1 - share_v3) * 0.6 else "v1")
 
 
-def answer_call(rng: random.Random, customer: Customer, when: datetime, trace_id: str) -> dict[str, Any]:
+def answer_call(
+    rng: random.Random, customer: Customer, when: datetime, trace_id: str, per_call_values: bool = True
+) -> dict[str, Any]:
     """One support.answer call as a frozen-call v1 document."""
     topic = rng.choice(list(st.TOPICS))
     question = rng.choice(QUESTIONS[customer.language][topic]).format(**customer.__dict__)
@@ -119,7 +122,8 @@ def answer_call(rng: random.Random, customer: Customer, when: datetime, trace_id
         "language_name": LANGUAGE_NAMES[customer.language],
         "customer_tier": customer.tier,
     }
-    system = render_template(_STORES.templates[st.SUPPORT_TEMPLATE][version], variables, docs, clock=when)
+    templates = (_STORES if per_call_values else _STORES_WITHOUT_PER_CALL_VALUES).templates
+    system = render_template(templates[st.SUPPORT_TEMPLATE][version], variables, docs, clock=when)
     messages = [{"role": "user", "content": question}]
     model = _STORES.resolve(st.SUPPORT_ALIAS, when.date())
     params = _STORES.params["support.answer"]
@@ -149,11 +153,14 @@ def answer_call(rng: random.Random, customer: Customer, when: datetime, trace_id
     return doc
 
 
-def triage_call(rng: random.Random, customer: Customer, when: datetime, trace_id: str) -> dict[str, Any]:
+def triage_call(
+    rng: random.Random, customer: Customer, when: datetime, trace_id: str, per_call_values: bool = True
+) -> dict[str, Any]:
     """One support.triage call: a short classification whose template prints today's date."""
     topic = rng.choice(list(st.TOPICS))
     question = rng.choice(QUESTIONS[customer.language][topic]).format(**customer.__dict__)
-    system = render_template(_STORES.templates[st.TRIAGE_TEMPLATE]["v1"], {}, clock=when)
+    templates = (_STORES if per_call_values else _STORES_WITHOUT_PER_CALL_VALUES).templates
+    system = render_template(templates[st.TRIAGE_TEMPLATE]["v1"], {}, clock=when)
     model = _STORES.resolve("triage-default", when.date())
     request = build_request(
         model=model,

@@ -160,6 +160,11 @@ class Checker:
         return [self.check(call) for call in calls]
 
     def check(self, call: Mapping[str, Any]) -> RotCheck:
+        return self.check_rerendered(call)[0]
+
+    def check_rerendered(self, call: Mapping[str, Any]) -> tuple[RotCheck, Mapping[str, Any] | None, Rerendered | None]:
+        """(the verdict, the recorded request, today's request when one was made): the
+        grouped check reuses the request of the call it judged for the rest of its set."""
         call, state = self.redaction.prepare(call)
         result = RotCheck(
             call_id=call["call_id"],
@@ -185,17 +190,17 @@ class Checker:
             missing.append("request")
         if missing:
             result.missing = missing
-            return result
+            return result, request, None
         if call.get("request_hash_matches") is False:
             # The recorded body is not the one the hash witnessed (the app logged
             # other bytes than it sent): its blocks prove nothing.
             result.missing = ["request_matching_hash"]
             result.detail.append("the recorded request does not hash to rendered_request_sha256")
-            return result
+            return result, request, None
         if not self.redaction.keyed_hashes_usable(call):
             result.missing = ["hash_key"]
             result.detail.append("block hashes were keyed with another hash key; set the one redaction used")
-            return result
+            return result, request, None
 
         template = self.ingredients.template(result.template_id, result.template_version)
         docs = _recorded_documents(call)
@@ -203,10 +208,10 @@ class Checker:
             result.template_sha256 = template.sha256
             if template.uses_documents and not docs:
                 result.missing = ["doc_ids"]
-                return result
+                return result, request, None
             if call.get("template_variables_json") is None and template.variables:
                 result.missing = ["template_variables"]
-                return result
+                return result, request, None
 
         today = rerender_request(call, request, template, docs, self.ingredients, self.renderer, self.today)
         result.model_snapshot = today.model
@@ -216,9 +221,9 @@ class Checker:
                 result.status = VERIFIED
                 result.basis = DECRYPTED_VALUES if state == DECRYPTED else FULL_REQUEST
                 result.replay_fidelity = EXACT
-                return result
+                return result, request, today
         self._compare_blocks(call, request, template, docs, today, state, result)
-        return result
+        return result, request, today
 
     # -- the record ---------------------------------------------------------
 

@@ -35,6 +35,20 @@ def compile_template(source: str) -> Template:
     return environment().from_string(source)
 
 
+class _SeededRandom:
+    """``random()`` for a template: a generator seeded on first use (seeding costs more
+    than most renderings, and most templates never call it)."""
+
+    def __init__(self, seed: int):
+        self._seed = seed
+        self._rng: _random.Random | None = None
+
+    def __call__(self) -> float:
+        if self._rng is None:
+            self._rng = _random.Random(self._seed)
+        return self._rng.random()
+
+
 def render_template(
     source: str,
     variables: Mapping[str, Any],
@@ -43,8 +57,7 @@ def render_template(
     clock: datetime,
     seed: int = 0,
 ) -> str:
-    rng = _random.Random(seed)
-    context = {**variables, "documents": list(documents), "now": lambda: clock, "random": rng.random}
+    context = {**variables, "documents": list(documents), "now": lambda: clock, "random": _SeededRandom(seed)}
     return compile_template(source).render(context)
 
 

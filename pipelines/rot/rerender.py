@@ -156,6 +156,12 @@ class Renderer:
             self._systems[scored if read_scores else base] = found
         return found
 
+    def reads_scores(self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]) -> bool:
+        """Does rendering these inputs read a retrieval score (so calls differing only
+        in scores render differently)? A rendering that fails counts as reading them."""
+        self.system(template, variables_json, documents)
+        return (template.sha256, variables_json, tuple((d.doc_id, d.text) for d in documents)) not in self._systems
+
     def _render(
         self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
     ) -> tuple[SystemRender, bool]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta
+from types import SimpleNamespace
 from typing import Any
 
 import polars as pl
@@ -43,9 +44,11 @@ ORDER BY calls DESC
 
 
 def rot_rows(
-    checks: Iterable[RotCheck], ingredients: Ingredients, checked_at: datetime, run_id: str
+    checks: Iterable[RotCheck] | pl.DataFrame, ingredients: Ingredients, checked_at: datetime, run_id: str
 ) -> list[dict[str, Any]]:
-    """`rot_checks` rows for one run."""
+    """`rot_checks` rows for one run, from ``Checker.check_all`` or ``grouped.check_frame``."""
+    if isinstance(checks, pl.DataFrame):
+        checks = (SimpleNamespace(**row) for row in checks.iter_rows(named=True))
     rows = []
     for c in checks:
         row = {

@@ -1,0 +1,619 @@
+"""The rot check of a whole day at once: one verdict per ingredient set, spread
+over its calls in polars.
+
+A day's calls share a few hundred ingredient sets (template version,
+variables, documents, route, model alias, and the recorded hashes of the
+blocks those make: model, params, tools, documents, system). Every call of a
+set reaches the same verdict, components and notes: ``Checker.check`` decides
+on what the set has in common, and the call's own parts (its messages and
+metadata) come from the record on both sides of the comparison. So the check
+runs ``Checker.check`` on one call per set and gives its verdict to the
+others; only the per-call columns are computed per call, vectorised:
+``recorded_sha256``, ``replay_fidelity`` and, where the request did not
+reproduce, ``rerendered_sha256`` (today's blocks spliced around the call's
+recorded messages, then hashed).
+
+A template that prints each document's score renders a different system
+prompt per call: its calls are grouped without the score, and whether each
+call's recorded system prompt reproduces is decided per call from the
+template's skeleton and printed slots (``pipelines.rot.printed_scores``),
+which is what the set's verdict then also rests on.
+
+Calls this shortcut does not cover go through ``Checker.check`` one by one,
+with the same result as before: redacted calls, rows without block hashes or
+a request, templates that read scores in other ways.
+
+It relies on what ingest guarantees: ``request_json`` is the canonical JSON of
+the request (``record/rows.py`` hashes exactly those bytes into
+``request_sha256``), so a call whose stored bytes hash to the recorded hash
+holds its messages and metadata between the set's recorded blocks, byte for
+byte as ``rerender_request`` serialises them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+
+from pipelines.record.canonical import canonical_json
+from pipelines.rot.check import APPROXIMATE, EXACT, VERIFIED, Checker, RotCheck, _recorded_documents
+from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
+from pipelines.rot.redaction import REDACTED_FLAG
+from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
+
+# RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
+VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
+# Verdict columns shared by every call of an ingredient set.
+SHARED = ("status", "components", "missing", "rotted_blocks", "basis", "template_sha256", "model_snapshot", "detail")
+# What rerender_request leaves out of a falsy recorded metadata value (``if request.get("metadata")``).
+_EMPTY_METADATA = tuple(',"metadata":' + v for v in ("{}", "[]", '""', "0", "false"))
+_EMPTY_METADATA_BYTES = tuple(e.encode() for e in _EMPTY_METADATA)
+_KEY_BLOCKS = ("model", "params", "tools")
+
+VERDICT_SCHEMA = {
+    "call_id": pl.String,
+    "trace_id": pl.String,
+    "service": pl.String,
+    "occurred_date": pl.Date,
+    "status": pl.String,
+    "components": pl.List(pl.String),
+    "missing": pl.List(pl.String),
+    "rotted_blocks": pl.List(pl.String),
+    "basis": pl.String,
+    "replay_fidelity": pl.String,
+    "recorded_sha256": pl.String,
+    "rerendered_sha256": pl.String,
+    "template_id": pl.String,
+    "template_version": pl.String,
+    "template_sha256": pl.String,
+    "index_snapshot": pl.String,
+    "model_alias": pl.String,
+    "model_snapshot": pl.String,
+    "detail": pl.List(pl.String),
+}
+
+
+def computed_request_sha256() -> pl.Expr:
+    """The hash of the stored request bytes. A layout may store ``request_sha256``
+    only where it differs from ``rendered_request_sha256``; null then means equal."""
+    return pl.coalesce(pl.col("request_sha256"), pl.col("rendered_request_sha256"))
+
+
+def _full_bytes_retained() -> pl.Expr:
+    """``Checker._full_bytes_retained`` for calls redaction did not change."""
+    recorded = pl.col("rendered_request_sha256")
+    return (
+        pl.col("request_json").is_not_null()
+        & recorded.is_not_null()
+        & pl.col("context_complete").ne(False).fill_null(True)
+        & ~pl.col("truncated").fill_null(False)
+        & pl.col("request_hash_matches").ne(False).fill_null(True)
+        & (computed_request_sha256() == recorded).fill_null(False)
+    )
+
+
+def _fast_eligible(checker: Checker) -> pl.Expr:
+    """Calls whose verdict is their ingredient set's: not redacted, and with everything
+    the check reads present (the others reach an early verdict per call anyway)."""
+    redacted = pl.col("flags").list.contains(REDACTED_FLAG).fill_null(False)
+    if checker.redaction.audits:
+        redacted = redacted | pl.col("call_id").is_in(list(checker.redaction.audits))
+    return (
+        ~redacted
+        & pl.col("block_hashes").is_not_null()
+        & pl.col("request_json").is_not_null()
+        & pl.col("rendered_request_sha256").is_not_null()
+        & pl.col("template_id").is_not_null()
+        & pl.col("template_version").is_not_null()
+        & pl.col("request_hash_matches").ne(False).fill_null(True)
+        # the stored bytes are the ones the hash witnessed
+        & (computed_request_sha256() == pl.col("rendered_request_sha256")).fill_null(False)
+        # a top-level "messages" key, which the re-rendered request always has
+        & pl.col("request_json").str.contains('"messages":[', literal=True)
+    )
+
+
+_BLOCK = pl.element().struct.field("block")
+
+
+def _blocks_where(keep: pl.Expr, field: str) -> pl.Expr:
+    return pl.col("block_hashes").list.eval(pl.element().struct.field(field).filter(keep))
+
+
+def _set_columns() -> dict[str, pl.Expr]:
+    """What makes two calls one ingredient set, besides template, variables, route and alias:
+    their documents (ids and ranks as stored) and the recorded hashes of the blocks the
+    set decides (model, params, tools, each document; the document blocks stand for
+    the recorded texts, so every document must have one)."""
+    docs = pl.col("retrieval").struct.field("documents").fill_null([])
+    keyed = _BLOCK.is_in(list(_KEY_BLOCKS)) | _BLOCK.str.starts_with("document:")
+    system = _BLOCK == "system"
+    return {
+        "_doc_ids": docs.list.eval(pl.element().struct.field("doc_id")),
+        "_doc_ranks": docs.list.eval(pl.element().struct.field("rank")),
+        "_block_names": _blocks_where(keyed, "block"),
+        "_block_shas": _blocks_where(keyed, "sha256"),
+        "_block_algorithms": _blocks_where(keyed, "algorithm"),
+        # the last one, as the check's block -> hash dict keeps it
+        "_system": _blocks_where(system, "sha256").list.last(),
+        "_system_algorithm": _blocks_where(system, "algorithm").list.last(),
+        "_documents_hashed": pl.col("block_hashes").list.eval(_BLOCK.str.starts_with("document:")).list.sum()
+        == docs.list.len(),
+    }
+
+
+GROUP_KEY = (
+    "template_id",
+    "template_version",
+    "template_variables_json",
+    "service",
+    "model_alias",
+    "_doc_ids",
+    "_doc_ranks",
+    "_block_names",
+    "_block_shas",
+    "_block_algorithms",
+    "_metadata_dropped",
+)
+# What json_path_match gives for the falsy metadata values rerender_request leaves out.
+_FALSY_JSON = ("{}", "[]", "", "0", "0.0", "-0.0", "false")
+# Per-call columns of the verdict, straight from the call.
+_OWN = ("call_id", "trace_id", "service", "occurred_date", "template_id", "template_version", "model_alias")
+
+
+@dataclass
+class _Splice:
+    """Today's request around a call's recorded messages and metadata, for one set.
+
+    A recorded request is canonical JSON (sorted keys), so it reads
+    ``{<keys before messages>,"messages":M[,"metadata":D],<keys after>}``; the keys
+    other than messages and metadata hold the set's blocks, the same bytes for every
+    call of the set, so the call's own part is what lies between ``prefix`` and
+    ``suffix``; the re-rendered request is that part between today's blocks."""
+
+    prefix: str
+    suffix: str
+    today_prefix: str
+    today_suffix: str
+
+
+def _between(key: str) -> bool:
+    return "messages" < key < "metadata"
+
+
+def _splice(recorded: Mapping[str, str], today: Mapping[str, str]) -> _Splice | None:
+    """None when a key would sort between messages and metadata (never in practice)."""
+    own = ("messages", "metadata")
+    if any(_between(k) for k in (*recorded, *today) if k not in own):
+        return None
+
+    def around(pieces: Mapping[str, str]) -> tuple[str, str]:
+        before = [f"{json.dumps(k, ensure_ascii=False)}:{pieces[k]}" for k in sorted(pieces) if k < "messages"]
+        after = [f"{json.dumps(k, ensure_ascii=False)}:{pieces[k]}" for k in sorted(pieces) if k > "metadata"]
+        head = "{" + "".join(p + "," for p in before) + '"messages":'
+        return head, "".join("," + p for p in after) + "}"
+
+    prefix, suffix = around({k: v for k, v in recorded.items() if k not in own})
+    today_prefix, today_suffix = around({k: v for k, v in today.items() if k not in own})
+    return _Splice(prefix, suffix, today_prefix, today_suffix)
+
+
+def _own_part(request_json: str, splice: _Splice) -> str | None:
+    """The call's messages and metadata as the re-rendered request has them."""
+    if not (request_json.startswith(splice.prefix) and request_json.endswith(splice.suffix)):
+        return None
+    middle = request_json[len(splice.prefix) : len(request_json) - len(splice.suffix)]
+    for empty in _EMPTY_METADATA:
+        if middle.endswith(empty):
+            return middle[: -len(empty)]
+    return middle
+
+
+def _rerendered_by_parsing(request_json: str, today: Mapping[str, str]) -> str:
+    """``rerender_request``'s hash, the slow way: parse the call's request for its own part."""
+    request = json.loads(request_json)
+    pieces = {k: v for k, v in today.items() if k not in ("messages", "metadata")}
+    pieces["messages"] = json.dumps(
+        request.get("messages") or [], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
+    if request.get("metadata"):
+        pieces["metadata"] = canonical_json(request["metadata"])
+    return hashlib.sha256(canonical_object(pieces).encode()).hexdigest()
+
+
+class _Sets:
+    """The per-set work of one run: the day's calls, the checker, the templates' slots."""
+
+    def __init__(self, checker: Checker, base: pl.DataFrame):
+        self.checker = checker
+        self.base = base
+        self._columns = [c for c in base.columns if c != "_row"]
+        self.printed: dict[str, PrintedScores | None] = {}
+        self._no_scores: dict[str, bool] = {}
+
+    def never_reads_scores(self, template) -> bool:
+        if template.sha256 not in self._no_scores:
+            self._no_scores[template.sha256] = never_reads_scores(template)
+        return self._no_scores[template.sha256]
+
+    def calls(self, rows: pl.Series | list[int]) -> list[dict[str, Any]]:
+        """The calls at these row positions, as ``Checker.check`` takes them."""
+        return list(self.base.select(self._columns)[rows].iter_rows(named=True))
+
+    def printed_scores(self, template) -> PrintedScores | None:
+        if template.sha256 not in self.printed:
+            self.printed[template.sha256] = PrintedScores.of(template)
+        return self.printed[template.sha256]
+
+    @staticmethod
+    def pieces(request: Mapping[str, Any], today: Rerendered) -> tuple[dict[str, str], dict[str, str]]:
+        """(the recorded request's top-level pieces but its own part, today's pieces)."""
+        # the stored request is canonical JSON (see the module docstring); the call's
+        # own part is never serialised again, only located
+        recorded = {
+            k: canonical_json(v) for k, v in request.items() if k not in ("messages", "metadata") and v is not None
+        }
+        return recorded, today.pieces
+
+
+def _frame(columns: Mapping[str, list], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
+    """A frame from Python lists, through Arrow (polars' own constructor converts
+    every nested list on its own, which costs more than the check)."""
+    empty = pl.DataFrame(schema=dict(schema)).to_arrow().schema
+    arrays = [pa.array(columns[name], type=empty.field(name).type) for name in schema]
+    return pl.from_arrow(pa.Table.from_arrays(arrays, schema=empty))
+
+
+def _verdict_frame(checks: list[RotCheck], rows: list[int]) -> pl.DataFrame:
+    data = {name: [getattr(c, name) for c in checks] for name in VERDICT_FIELDS}
+    return _frame({"_row": rows, **data}, {"_row": pl.UInt32, **VERDICT_SCHEMA})
+
+
+def _explode_ids(groups: pl.DataFrame, id_name: str) -> pl.DataFrame:
+    return groups.select(id_name, "_rows").explode("_rows").rename({"_rows": "_row"})
+
+
+def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
+    """Every call's verdict, as ``checker.check`` gives it, one row per call in input
+    order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
+    if calls.is_empty():
+        return pl.DataFrame(schema=VERDICT_SCHEMA)
+    base = calls.with_row_index("_row")
+    keys = base.select(
+        "_row",
+        *GROUP_KEY[:5],
+        *(c for c in _OWN if c not in GROUP_KEY),
+        "rendered_request_sha256",
+        _fast=_fast_eligible(checker),
+        _retained=_full_bytes_retained(),
+        _has_metadata=pl.col("request_json").str.contains(',"metadata":', literal=True).fill_null(False),
+        **_set_columns(),
+    )
+    # a falsy metadata value is in the record but not in today's request: a set's calls
+    # share it or not (parsed only where a top-level metadata key can be)
+    maybe = keys.filter(pl.col("_has_metadata"))["_row"]
+    values = base["request_json"].gather(maybe).str.json_path_match("$.metadata")
+    dropped = maybe.filter(values.is_in(list(_FALSY_JSON))).to_list()
+    keys = keys.with_columns(_metadata_dropped=pl.col("_row").is_in(dropped))
+    fast = keys.filter(pl.col("_fast") & pl.col("_documents_hashed"))
+    slow_rows: list[int] = keys.filter(~(pl.col("_fast") & pl.col("_documents_hashed")))["_row"].to_list()
+    sets = _Sets(checker, base)
+    groups = (
+        fast.group_by(list(GROUP_KEY), maintain_order=True)
+        .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
+        .with_row_index("_gid")
+    )
+    # from here on only what a call's verdict row needs (joins copy every column they carry)
+    fast = fast.select("_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm").join(
+        _explode_ids(groups, "_gid"), on="_row"
+    )
+
+    # How each set's system prompt depends on its calls: not at all (plain), through
+    # printed scores (slots), or in a way only a full rendering per call shows (slow).
+    modes = {}
+    for gid, rep, template_id, version in groups.select("_gid", "_rep", "template_id", "template_version").iter_rows():
+        modes[gid] = _static_mode(sets, checker.ingredients.template(template_id, version))
+        if modes[gid] is None:
+            modes[gid] = _mode(sets, sets.calls([rep])[0])
+    plain_gids = [g for g, m in modes.items() if m == "plain"]
+    slot_gids = [g for g, m in modes.items() if m == "slots"]
+    slow_rows += fast.filter(~pl.col("_gid").is_in(plain_gids + slot_gids))["_row"].to_list()
+
+    out = []
+    plain = fast.filter(pl.col("_gid").is_in(plain_gids))
+    if not plain.is_empty():
+        # the same system prompt for every call of the set: its recorded hash joins the key
+        out.append(_spread(sets, plain, ["_gid", "_system", "_system_algorithm"]))
+    slots = fast.filter(pl.col("_gid").is_in(slot_gids))
+    if not slots.is_empty():
+        verdicts, more_slow = _slots(sets, slots, groups.filter(pl.col("_gid").is_in(slot_gids)))
+        out.append(verdicts)
+        slow_rows += more_slow
+    if slow_rows:
+        slow_rows.sort()
+        out.append(_verdict_frame([checker.check(c) for c in sets.calls(slow_rows)], slow_rows))
+    return pl.concat(out).sort("_row").drop("_row")
+
+
+def _static_mode(sets: _Sets, template) -> str | None:
+    """The mode a template's AST decides, or None when only a rendering can tell."""
+    if template is None or not template.uses_documents:
+        return "plain"
+    if sets.printed_scores(template) is not None:
+        return "slots"  # prints scores, and only prints them: filled in per call
+    if sets.never_reads_scores(template):
+        return "plain"
+    return None
+
+
+def _mode(sets: _Sets, rep: Mapping[str, Any]) -> str:
+    """Does rendering this set read a score (then every call renders on its own)?"""
+    checker = sets.checker
+    template = checker.ingredients.template(rep["template_id"], rep["template_version"])
+    docs = _recorded_documents(rep)
+    renderer = checker.renderer
+    current = [DocRef(d["doc_id"], checker.ingredients.documents.get(d["doc_id"]), d.get("score")) for d in docs]
+    present = tuple(d for d in current if d.text is not None)
+    as_recorded = tuple(DocRef(d["doc_id"], d.get("text"), d.get("score")) for d in docs)
+    variables = rep["template_variables_json"]
+    reads = renderer.reads_scores(template, variables, present)
+    if not reads and all(d.text is not None for d in as_recorded):
+        reads = renderer.reads_scores(template, variables, as_recorded)
+    return "slow" if reads else "plain"
+
+
+def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=None) -> pl.DataFrame:
+    """Check one call per class, give its verdict to the class, and compute the
+    per-call columns. ``system_of`` re-renders the classes whose system prompt
+    differs per call (printed scores)."""
+    checker = sets.checker
+    classes = (
+        members.group_by(class_key, maintain_order=True)
+        .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
+        .with_row_index("_class")
+    )
+    members = members.join(_explode_ids(classes, "_class"), on="_row")
+    shared: dict[str, list] = {name: [] for name in SHARED}
+    complete: list[bool] = []
+    pieces_of: dict[int, tuple[dict[str, str] | None, dict[str, str]]] = {}
+    for class_id, call in zip(classes["_class"], sets.calls(classes["_rep"]), strict=True):
+        check, request, today = checker.check_rerendered(call)
+        for name in SHARED:
+            shared[name].append(getattr(check, name))
+        complete.append(check.rerendered_sha256 is not None)
+        if check.status != VERIFIED and check.rerendered_sha256 is not None:
+            pieces_of[class_id] = sets.pieces(request, today)
+    verdicts = _frame(
+        {"_class": classes["_class"].to_list(), **shared, "_complete": complete},
+        {"_class": pl.UInt32, **{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
+    )
+    out = members.join(verdicts, on="_class").with_columns(
+        recorded_sha256=pl.col("rendered_request_sha256"),
+        index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
+        replay_fidelity=pl.when((pl.col("status") == VERIFIED) | pl.col("_retained"))
+        .then(pl.lit(EXACT))
+        .otherwise(pl.lit(APPROXIMATE)),
+    )
+    # the re-rendered hash: the recorded one where the request reproduced, none where
+    # today's request could not be made, else today's blocks around the call's own part
+    needs = out.filter((pl.col("status") != VERIFIED) & pl.col("_complete"))
+    rerendered: dict[int, str | None] = {}
+    if not needs.is_empty():
+        if system_of is None:
+            rerendered = _rerendered_spliced(sets, needs, pieces_of)
+        else:
+            rows = needs["_row"].to_list()
+            texts = sets.base["request_json"].gather(rows).to_list()
+            extra = needs.select("_class", *system_of.columns).iter_rows(named=True)
+            for row, text, own in zip(rows, texts, extra, strict=True):
+                rerendered[row] = system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
+    hashes = _frame(
+        {"_row": list(rerendered), "_rerendered": list(rerendered.values())},
+        {"_row": pl.UInt32, "_rerendered": pl.String},
+    )
+    out = out.join(hashes, on="_row", how="left").with_columns(
+        rerendered_sha256=pl.when(pl.col("status") == VERIFIED)
+        .then(pl.col("rendered_request_sha256"))
+        .otherwise(pl.col("_rerendered"))
+    )
+    return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
+
+
+def _rerendered_spliced(
+    sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
+) -> dict[int, str]:
+    """For sets whose blocks are the same bytes on every call: hash today's prefix, the
+    call's own bytes (read in place from the Arrow buffer) and today's suffix."""
+    by_class: dict[int, tuple[bytes, bytes, Any, bytes] | None] = {}
+    for class_id, (recorded, today) in pieces_of.items():
+        splice = _splice(recorded, today) if recorded is not None else None
+        by_class[class_id] = (
+            (
+                splice.prefix.encode(),
+                splice.suffix.encode(),
+                hashlib.sha256(splice.today_prefix.encode()),
+                splice.today_suffix.encode(),
+            )
+            if splice is not None
+            else None
+        )
+    ids = list(by_class)
+    empties = {
+        f"_suffix{i}": [by_class[c][1] and e + by_class[c][1] for c in ids] for i, e in enumerate(_EMPTY_METADATA_BYTES)
+    }
+    bounds = _frame(
+        {
+            "_class": ids,
+            "_prefix": [by_class[c][0] if by_class[c] else None for c in ids],
+            "_suffix": [by_class[c][1] if by_class[c] else None for c in ids],
+            **empties,
+        },
+        {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary, **{k: pl.Binary for k in empties}},
+    )
+    # where each call's own part lies in its bytes, checked against the set's prefix and
+    # suffix (and short of a falsy metadata value, which today's request leaves out)
+    request = pl.col("_request")
+    stripped = [
+        pl.when(request.bin.ends_with(pl.col(f"_suffix{i}"))).then(len(e)) for i, e in enumerate(_EMPTY_METADATA_BYTES)
+    ]
+    spans = (
+        needs.select("_row", "_class")
+        .with_columns(_request=sets.base["request_json"].gather(needs["_row"]).cast(pl.Binary))
+        .join(bounds, on="_class", how="left", maintain_order="left")
+        .with_columns(
+            _ok=(request.bin.starts_with(pl.col("_prefix")) & request.bin.ends_with(pl.col("_suffix"))).fill_null(
+                False
+            ),
+            _at=pl.col("_prefix").bin.size(),
+            _until=request.bin.size() - pl.col("_suffix").bin.size() - pl.coalesce(*stripped, pl.lit(0)),
+        )
+        .with_columns(_ok=pl.col("_ok") & (pl.col("_at") <= pl.col("_until")))
+    )
+    column = spans["_request"].to_arrow()
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    column = column.cast(pa.large_binary())
+    offsets = memoryview(column.buffers()[1]).cast("q")[column.offset : column.offset + len(column) + 1].tolist()
+    data = memoryview(column.buffers()[2] or b"").cast("B")
+    out: dict[int, str] = {}
+    columns = zip(*(spans[c].to_list() for c in ("_row", "_class", "_ok", "_at", "_until")), strict=True)
+    for j, (row, class_id, ok, at, until) in enumerate(columns):
+        start = offsets[j]
+        if ok:
+            _, _, head, tail = by_class[class_id]
+            digest = head.copy()
+            digest.update(data[start + at : start + until])
+            digest.update(tail)
+            out[row] = digest.hexdigest()
+        else:
+            text = bytes(data[start : offsets[j + 1]]).decode()
+            out[row] = _rerendered_by_parsing(text, pieces_of[class_id][1])
+    return out
+
+
+_SYSTEM_HOLE = "\x00system\x00"
+
+
+class _PerCallSystem:
+    """The system prompt of each call of a printed-scores set: today's, and the
+    recorded one where today's or the as-recorded rendering reproduced its hash."""
+
+    columns = ("_system_today", "_system_recorded")
+
+    def __init__(self) -> None:
+        self._splices: dict[int, _Splice | None] = {}
+
+    def rerendered(self, row: Mapping[str, Any], recorded: Mapping[str, str] | None, today: Mapping[str, str]) -> str:
+        pieces = {**today, "system": row["_system_today"]}
+        recorded_system = row["_system_recorded"]
+        if recorded_system is not None and recorded is not None:
+            # the set's blocks around a hole for the system prompt, made once per class
+            key = row["_class"]
+            if key not in self._splices:
+                self._splices[key] = _splice({**recorded, "system": _SYSTEM_HOLE}, {**today, "system": _SYSTEM_HOLE})
+            splice = self._splices[key]
+            if splice is not None:
+                splice = _Splice(
+                    splice.prefix,
+                    splice.suffix.replace(_SYSTEM_HOLE, recorded_system),
+                    splice.today_prefix,
+                    splice.today_suffix.replace(_SYSTEM_HOLE, row["_system_today"]),
+                )
+                own = _own_part(row["request_json"], splice)
+                if own is not None:
+                    return hashlib.sha256((splice.today_prefix + own + splice.today_suffix).encode()).hexdigest()
+        return _rerendered_by_parsing(row["request_json"], pieces)
+
+
+@dataclass
+class _SlotSet:
+    """One printed-scores set: its skeletons today and as recorded."""
+
+    printed: PrintedScores
+    order: tuple[int, ...]  # stored document positions in rank order
+    today: Skeleton | None
+    present: tuple[int, ...]  # rank positions of the documents still in the index
+    recorded: Skeleton | None
+
+
+def _slot_set(sets: _Sets, rep: Mapping[str, Any]) -> _SlotSet:
+    checker = sets.checker
+    ingredients = checker.ingredients
+    template = ingredients.template(rep["template_id"], rep["template_version"])
+    printed = sets.printed_scores(template)
+    stored = list((rep.get("retrieval") or {}).get("documents") or [])
+    order = tuple(sorted(range(len(stored)), key=lambda i: (stored[i].get("rank") is None, stored[i].get("rank") or 0)))
+    docs = [stored[i] for i in order]
+    variables = rep["template_variables_json"]
+    current = [DocRef(d["doc_id"], ingredients.documents.get(d["doc_id"]), None) for d in docs]
+    present = tuple(i for i, d in enumerate(current) if d.text is not None)
+    as_recorded = [DocRef(d["doc_id"], d.get("text"), None) for d in docs]
+    today = printed.skeleton(variables, [current[i] for i in present], checker.clock)
+    recorded = None
+    if all(d.text is not None for d in as_recorded):
+        recorded = printed.skeleton(variables, as_recorded, checker.clock)
+    return _SlotSet(printed, order, today, present, recorded)
+
+
+def _slots(sets: _Sets, slots: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.DataFrame, list[int]]:
+    """Sets of a template that prints scores: per call, does today's rendering (and the
+    rendering with the recorded document texts) reproduce the recorded system prompt?
+    Those two answers join the key."""
+    redaction_matches = sets.checker.redaction.matches
+
+    def matches(sha: str, algorithm: str | None, canonical: str) -> bool:
+        # plain sha256 directly: these strings differ per call, so caching them buys nothing
+        if algorithm in (None, "sha256"):
+            return hashlib.sha256(canonical.encode()).hexdigest() == sha
+        return redaction_matches(sha, algorithm, canonical)
+
+    by_gid = {gid: _slot_set(sets, rep) for gid, rep in zip(groups["_gid"], sets.calls(groups["_rep"]), strict=True)}
+    scores_of = sets.base.select(
+        pl.col("retrieval").struct.field("documents").list.eval(pl.element().struct.field("score"))
+    )
+    scores_of = scores_of.to_series().gather(slots["_row"]).to_list()
+    today_eq, recorded_eq, today_text, recorded_text, bad = [], [], [], [], []
+    names = ("_row", "_gid", "_system", "_system_algorithm")
+    columns = zip(*(slots[c].to_list() for c in names), scores_of, strict=True)
+    for row, gid, sha, algorithm, stored in columns:
+        one = by_gid[gid]
+        scores = [stored[i] for i in one.order]
+        today = again = None
+        try:
+            if one.today is not None:
+                today = one.printed.canonical(one.today, [scores[i] for i in one.present])
+            same = today is not None and sha is not None and matches(sha, algorithm, today)
+            if not same and sha is not None and one.recorded is not None:
+                again = one.printed.canonical(one.recorded, scores)
+        except Exception:  # a slot that does not render: the full check says why
+            today = None
+        if today is None:
+            bad.append(row)
+            same = False
+        again_same = again is not None and matches(sha, algorithm, again)
+        today_eq.append(same)
+        recorded_eq.append(again_same)
+        today_text.append(today)
+        recorded_text.append(today if same else (again if again_same else None))
+    slots = slots.with_columns(
+        _today_eq=pl.Series(today_eq, dtype=pl.Boolean),
+        _recorded_eq=pl.Series(recorded_eq, dtype=pl.Boolean),
+        _system_today=pl.Series(today_text, dtype=pl.String),
+        _system_recorded=pl.Series(recorded_text, dtype=pl.String),
+        _system_null=pl.col("_system").is_null(),
+    ).filter(~pl.col("_row").is_in(bad))
+    if slots.is_empty():
+        return pl.DataFrame(schema={"_row": pl.UInt32, **VERDICT_SCHEMA}), bad
+    key = ["_gid", "_today_eq", "_recorded_eq", "_system_null", "_system_algorithm"]
+    return _spread(sets, slots, key, system_of=_PerCallSystem()), bad
+
+
+def verdict_rows(verdicts: pl.DataFrame) -> list[RotCheck]:
+    """The frame back as ``RotCheck`` objects (for callers of ``Checker.check_all``)."""
+    return [RotCheck(**row) for row in verdicts.iter_rows(named=True)]

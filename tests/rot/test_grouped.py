@@ -1,0 +1,188 @@
+"""The grouped rot check (one verdict per ingredient set, spread in polars) gives
+every call exactly the verdict the per-call check gives it: on demo days with
+and without templates that print per-call values, on the storage layout that
+leaves `request_sha256` null where it equals the recorded hash, and on requests
+the splice cannot read (non-canonical bytes, a falsy metadata value)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from pipelines.demo import generate
+from pipelines.demo import stores as demo
+from pipelines.ingest import SourceObject, ingest_object
+from pipelines.record.schema import CALLS
+from pipelines.resources.object_store import ObjectStore
+from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore, load_ingredients
+from pipelines.rot.check import CALL_COLUMNS, STATUSES, Checker
+from pipelines.rot.grouped import VERDICT_FIELDS, check_frame, computed_request_sha256
+from pipelines.rot.ingredients import TemplateVersion
+from pipelines.rot.printed_scores import PrintedScores, never_reads_scores
+from pipelines.rot.render import render_template
+from pipelines.rot.rerender import DocRef
+
+DAY = date(2026, 11, 20)
+CLOCK = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
+
+
+def demo_day(root: Path, per_call_values: bool) -> tuple[pl.DataFrame, Checker]:
+    """A demo day's calls as the asset reads them, and a checker on its aged stores."""
+    stores = str(root / "stores")
+    generate(
+        str(root / "source"), calls=400, days=1, seed=5, end=DAY, stores_out=stores, per_call_values=per_call_values
+    )
+    source = ObjectStore(uri=str(root / "source"))
+    rows = []
+    for info in source.list_day(DAY):
+        data = source.read(info.key)
+        obj = SourceObject(info.key, source.uri_for(info.key), info.etag, info.size, info.last_modified, data)
+        rows += ingest_object(obj, DAY, "test", CLOCK).calls
+    table = pa.Table.from_pylist(rows, schema=CALLS)
+    frame = pl.from_arrow(table).select(CALL_COLUMNS)
+    where = {"uri": stores}
+    versions = frame.select("template_id", "template_version").drop_nulls().unique().iter_rows()
+    ingredients = load_ingredients(
+        TemplateStore(**where), DocumentStore(**where), ModelAliasStore(**where), ParamsStore(**where), versions
+    )
+    return frame, Checker(ingredients, CLOCK)
+
+
+def assert_same_verdicts(frame: pl.DataFrame, checker: Checker) -> pl.DataFrame:
+    fresh = Checker(checker.ingredients, checker.clock)
+    want = fresh.check_all(frame.iter_rows(named=True))
+    got = check_frame(Checker(checker.ingredients, checker.clock), frame)
+    assert got.height == len(want)
+    for expected, row in zip(want, got.iter_rows(named=True), strict=True):
+        for name in VERDICT_FIELDS:
+            assert row[name] == getattr(expected, name), (expected.call_id, name)
+    return got
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["per-call-values", "no-per-call-values"])
+def day(request, tmp_path_factory):
+    return demo_day(tmp_path_factory.mktemp("day"), request.param), request.param
+
+
+def test_grouped_verdicts_are_the_per_call_verdicts_on_demo_days(day):
+    (frame, checker), per_call_values = day
+    got = assert_same_verdicts(frame, checker)
+    statuses = set(got["status"])
+    # the day has every kind of verdict, so every path of the check was compared
+    assert {"verified", "rotted", "unverifiable"} <= statuses <= set(STATUSES)
+    assert ("impure" in statuses) == per_call_values  # only the dated triage template is impure
+    components = set(got["components"].explode().drop_nulls())
+    assert {"template_changed", "document_changed", "document_missing", "model_alias_moved"} <= components
+    rerendered = got.filter(pl.col("status") == "rotted")["rerendered_sha256"]
+    assert rerendered.null_count() == 0 and rerendered.n_unique() > 1
+
+
+def test_a_null_request_sha256_where_it_equals_the_recorded_hash_reads_as_equal(day):
+    (frame, checker), _ = day
+    stored_only_where_different = frame.with_columns(
+        request_sha256=pl.when(pl.col("request_sha256") == pl.col("rendered_request_sha256"))
+        .then(None)
+        .otherwise(pl.col("request_sha256"))
+    )
+    assert stored_only_where_different["request_sha256"].null_count() > frame["request_sha256"].null_count()
+    assert (
+        stored_only_where_different.select(computed_request_sha256())
+        .to_series()
+        .equals(frame.select(pl.coalesce("request_sha256", "rendered_request_sha256")).to_series())
+    )
+    before = check_frame(Checker(checker.ingredients, checker.clock), frame)
+    after = assert_same_verdicts(stored_only_where_different, checker)
+    assert after.equals(before)
+
+
+def _rehashed(request_json: str) -> dict:
+    sha = hashlib.sha256(request_json.encode()).hexdigest()
+    return {"request_json": request_json, "request_sha256": sha, "rendered_request_sha256": sha}
+
+
+@pytest.mark.parametrize("metadata", [{}, "", False, {"a": "b"}, {"tenant": {"x": []}}])
+def test_recorded_metadata_of_any_value_gives_the_per_call_verdict(day, metadata):
+    """rerender_request leaves a falsy metadata value out: the calls that have one
+    cannot share a verdict with those that do not."""
+    (frame, checker), _ = day
+    rows = frame.to_dicts()
+    rng = random.Random(3)
+    changed = 0
+    for row in rows:
+        if not row["request_json"] or rng.random() < 0.5:
+            continue
+        request = json.loads(row["request_json"])
+        request["metadata"] = metadata
+        row.update(_rehashed(json.dumps(request, sort_keys=True, separators=(",", ":"), ensure_ascii=False)))
+        changed += 1
+    assert changed > 50
+    edited = pl.DataFrame(rows, schema=frame.schema)
+    got = assert_same_verdicts(edited, checker)
+    assert got.filter(pl.col("status") == "rotted")["rerendered_sha256"].null_count() == 0
+
+
+def test_printed_scores_fill_the_same_bytes_as_a_full_rendering():
+    source = demo.capture_time_stores().templates[demo.SUPPORT_TEMPLATE]["v3"]
+    printed = PrintedScores.of(TemplateVersion(demo.SUPPORT_TEMPLATE, "v3", source))
+    assert printed is not None
+    rng = random.Random(1)
+    variables = {"company": "Acme", "customer_tier": "pro", "language_name": "English"}
+    docs = [DocRef("kb-a", 'text with "quotes"\nand a line', None), DocRef("kb-b", "ünïcode", None)]
+    skeleton = printed.skeleton(json.dumps(variables), docs, CLOCK)
+    for _ in range(20):
+        scores = [round(rng.uniform(0, 1), rng.choice([2, 4, 7])) for _ in docs]
+        full = render_template(
+            source,
+            variables,
+            [{"doc_id": d.doc_id, "text": d.text, "score": s} for d, s in zip(docs, scores, strict=True)],
+            clock=CLOCK,
+        )
+        assert printed.text(skeleton, scores) == full
+        assert printed.canonical(skeleton, scores) == json.dumps(full, ensure_ascii=False)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "{% for d in documents %}{% if d.score > 0.5 %}{{ d.text }}{% endif %}{% endfor %}",
+        "{% for d in documents|sort(attribute='score') %}{{ d.score }}{% endfor %}",
+        "{% for d in documents %}{% set s = d.score %}{{ s }}{% endfor %}",
+        "{{ documents[0].score }}",
+        "{% for d in documents %}{{ d|tojson }}{% endfor %}",
+        "{% for d in documents %}{{ d.score }} {{ loop.index }}{% endfor %}{{ now() }}",
+    ],
+)
+def test_templates_that_use_scores_otherwise_are_rendered_per_call(source):
+    template = TemplateVersion("t", "v", source)
+    assert PrintedScores.of(template) is None
+    assert not never_reads_scores(template)
+
+
+@pytest.mark.parametrize(
+    ("source", "reads"),
+    [
+        ("{% for d in documents %}<{{ d.doc_id }}>{{ d['text'] }}{% endfor %}", False),
+        ("{% for d in documents %}{{ d }}{% endfor %}", True),
+        ("{{ documents|map(attribute='score')|join(',') }}", True),
+        ("{% for d in documents %}{{ d[key] }}{% endfor %}", True),
+    ],
+)
+def test_templates_that_read_no_score_are_told_from_their_ast(source, reads):
+    assert never_reads_scores(TemplateVersion("t", "v", source)) is not reads
+
+
+def test_the_demo_option_prints_no_per_call_values_and_keeps_the_default():
+    plain = demo.capture_time_stores(per_call_values=False).templates
+    default = demo.capture_time_stores().templates
+    assert "score" not in plain[demo.SUPPORT_TEMPLATE]["v3"] and "now()" not in plain[demo.TRIAGE_TEMPLATE]["v1"]
+    assert "score" in default[demo.SUPPORT_TEMPLATE]["v3"] and "now()" in default[demo.TRIAGE_TEMPLATE]["v1"]
+    for template_id, versions in plain.items():
+        for version, source in versions.items():
+            assert never_reads_scores(TemplateVersion(template_id, version, source))
