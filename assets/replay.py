@@ -14,13 +14,15 @@ from pipelines.jobs import nightly
 from pipelines.jobs import replay as replay_job
 from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key, candidate_day_of, candidate_days
 from pipelines.partitions import candidates as candidate_dimension
-from pipelines.replay.bodies import Answer, answer_of
+from pipelines.replay.bodies import answer_of
 from pipelines.replay.candidates import Candidate, CandidateError
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
+from pipelines.replay.judging import pairwise_judge
 from pipelines.replay.report import SEGMENT_COLUMNS, segment_table_rows
 from pipelines.replay.summary import summarize
 from pipelines.resources.candidates import CandidateRegistry
-from pipelines.resources.llm import LLM, LLMRequest
+from pipelines.resources.judge import JudgePolicy
+from pipelines.resources.llm import LLM, LLMRequest, LLMResult
 from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import Warehouse
 
@@ -66,20 +68,25 @@ def day_inputs(candidate: Candidate, day, warehouse: Warehouse, templates: Templ
     )
 
 
-def sender(llm: LLM, warehouse: Warehouse, run_id: str, log, counts: Counter):
-    """``send`` for the replay core: one LLM resource run (Message Batches) per round."""
+def asker(llm: LLM, warehouse: Warehouse, run_id: str, log, counts: Counter):
+    """Requests -> results by key: one LLM resource run (Message Batches) per round, counted."""
 
-    def send(outgoing: Sequence[LLMRequest]) -> dict[str, Answer]:
+    def ask(outgoing: Sequence[LLMRequest]) -> dict[str, LLMResult]:
         requests = list(outgoing)
-        answers = {}
+        results = {}
         for result in llm.run(requests, warehouse, run_id=run_id, batch=True):
             counts["reused" if result.reused else "sent"] += 1
             counts[f"status_{result.status}"] += 1
-            answers[result.key] = answer_of(result)
+            results[result.key] = result
         log.info(f"{len(requests)} requests: {counts['sent']} sent so far, {counts['reused']} answered from the ledger")
-        return answers
+        return results
 
-    return send
+    return ask
+
+
+def sender(ask):
+    """``send`` for the replay core: the same rounds, read as Answers."""
+    return lambda outgoing: {key: answer_of(result) for key, result in ask(outgoing).items()}
 
 
 @dg.asset(
@@ -97,14 +104,16 @@ def replays(
     llm: LLM,
     candidate_registry: CandidateRegistry,
     template_store: TemplateStore,
+    judge_policy: JudgePolicy,
 ) -> dg.MaterializeResult:
     candidate_id, day = candidate_day_of(context)
     candidate = candidate_registry.get(candidate_id)
     inputs = day_inputs(candidate, day, warehouse, template_store)
     counts: Counter = Counter()
-    rows = replay_day(
-        inputs, sender(llm, warehouse, context.run.run_id, context.log, counts), run_id=context.run.run_id
-    )
+    ask = asker(llm, warehouse, context.run.run_id, context.log, counts)
+    judge = judge_policy.load().judge
+    inputs.judge = pairwise_judge(ask, model=judge.model, candidate=candidate_id)
+    rows = replay_day(inputs, sender(ask), run_id=context.run.run_id)
     result = warehouse.merge("replays", rows, partitions=[candidate_id])
     fidelities = Counter(r["fidelity"] for r in rows)
     verdicts = Counter(r["verdict"] for r in rows if r["verdict"])
@@ -121,7 +130,10 @@ def replays(
             "changes": ", ".join(candidate.changes) or "none",
             "requests_sent": counts["sent"],
             "requests_reused": counts["reused"],
-            "cost_usd": round(sum(r["cost_usd"] or 0 for r in rows), 6),
+            "cost_usd": round(sum((r["cost_usd"] or 0) + (r["judge_cost_usd"] or 0) for r in rows), 6),
+            "judge_cost_usd": round(sum(r["judge_cost_usd"] or 0 for r in rows), 6),
+            "comparison": candidate.comparison,
+            "decided_by": dg.MetadataValue.json(dict(Counter(r["decided_by"] for r in rows if r["decided_by"]))),
             "simulated": dg.MetadataValue.bool(any(r["simulated"] for r in rows)),
             "fidelity": dg.MetadataValue.json(dict(fidelities)),
             "verdicts": dg.MetadataValue.json(dict(verdicts)),

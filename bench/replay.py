@@ -26,7 +26,7 @@ import polars as pl
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from assets.replay import sender  # noqa: E402
+from assets.replay import asker, sender  # noqa: E402
 from bench.rot import DAY, prepare  # noqa: E402
 from pipelines.llm.params import wire_body  # noqa: E402
 from pipelines.llm.request import LLMRequest  # noqa: E402
@@ -96,7 +96,7 @@ def main() -> None:
     with running() as ours:
         llm = simulated_llm(ours)
         counts: Counter = Counter()
-        send = sender(llm, scratch, "bench", Log(), counts)
+        send = sender(asker(llm, scratch, "bench", Log(), counts))
 
         def recording(outgoing):
             sent.extend(outgoing)

@@ -11,7 +11,11 @@ variables (``AWS_ENDPOINT_URL`` for S3-compatible stores) apply.
 LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
 ``api`` when ``ANTHROPIC_API_KEY`` is set, else ``off``);
 ``TRACELAKE_LLM_URL`` is the simulator's URL (``ANTHROPIC_BASE_URL`` for
-``api``); ``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
+``api``; for ``bedrock`` and ``vertex`` a private endpoint, unset for the
+platform's own); Bedrock signs with the standard ``AWS_*`` credentials, Vertex
+uses ``ANTHROPIC_VERTEX_PROJECT_ID``, ``CLOUD_ML_REGION`` and Google's default
+credentials (or a token in ``ANTHROPIC_VERTEX_ACCESS_TOKEN``);
+``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
 Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
 ``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
 """

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import polars as pl
 
-from pipelines.llm.request import TERMINAL, LLMRequest, LLMResult
+from pipelines.llm.request import TERMINAL, LLMRequest, LLMResult, is_final
 from pipelines.record.canonical import record_sha256
 
 REQUESTS = "llm_requests"
@@ -40,7 +40,7 @@ def request_row(
     latency_ms: float | None,
     sampling: dict[str, Any],
 ) -> dict[str, Any]:
-    return {
+    row = {
         "request_key": request.key,
         "request_sha256": request.request_sha256,
         "purpose": request.purpose,
@@ -69,6 +69,8 @@ def request_row(
         "sent_date": sent_at.date(),
         "run_id": run_id,
     }
+    row["record_sha256"] = record_sha256(row, ignore=())
+    return row
 
 
 def result_from_row(row: dict[str, Any]) -> LLMResult:
@@ -92,12 +94,18 @@ def result_from_row(row: dict[str, Any]) -> LLMResult:
 
 
 def stored_results(ledger: Ledger, keys: Iterable[str]) -> dict[str, LLMResult]:
-    """The terminal results already stored for ``keys``, by key."""
+    """The final results already stored for ``keys``, by key: successes and
+    permanent errors. A request that ran out of retries or expired is left out,
+    so the next run sends it again (its ledger row is then updated in place)."""
     wanted = sorted(set(keys))
     if not wanted:
         return {}
     frame = ledger.read(REQUESTS, where=pl.col("request_key").is_in(wanted) & pl.col("status").is_in(TERMINAL))
-    return {row["request_key"]: result_from_row(row) for row in frame.iter_rows(named=True)}
+    return {
+        row["request_key"]: result_from_row(row)
+        for row in frame.iter_rows(named=True)
+        if is_final(row["status"], row["error"])
+    }
 
 
 def batch_row(

@@ -9,6 +9,29 @@ from typing import Any
 from pipelines.record.canonical import request_sha256, sha256_hex
 
 TERMINAL = ("succeeded", "errored", "expired", "canceled", "refused_budget")
+# Errors the provider gives the same request every time (a bad request, a key
+# without access): a stored one is final. Any other failure (still overloaded or
+# rate-limited after the retries, timed out, expired, canceled) is sent again by
+# the next run.
+PERMANENT_ERRORS = (
+    "invalid_request_error",
+    "authentication_error",
+    "permission_error",
+    "not_found_error",
+    "request_too_large",
+    "BadRequestError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "UnprocessableEntityError",
+)
+
+
+def is_final(status: str, error: str | None) -> bool:
+    """Whether a stored result answers its request for good (see PERMANENT_ERRORS)."""
+    if status == "succeeded":
+        return True
+    return status == "errored" and any(kind in (error or "") for kind in PERMANENT_ERRORS)
 
 
 @dataclass(frozen=True)

@@ -611,6 +611,8 @@ LLM_REQUESTS = pa.schema(
         ("sent_at", TS),
         ("sent_date", pa.date32()),
         ("run_id", pa.string()),
+        # a request sent again (it had run out of retries) replaces its row
+        ("record_sha256", pa.string()),
     ]
 )
 
@@ -686,6 +688,8 @@ REPLAYS = pa.schema(
         ("cache_read_input_tokens", pa.int64()),
         ("cache_write_input_tokens", pa.int64()),
         ("cost_usd", pa.float64()),
+        # the pairwise judge's requests that compared old and new (diff)
+        ("judge_cost_usd", pa.float64()),
         # improved | regressed | same | inconclusive, and the signal or judge that decided it
         ("verdict", pa.string()),
         ("decided_by", pa.string()),

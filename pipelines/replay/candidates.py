@@ -95,6 +95,8 @@ class Candidate(_Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     tools: tuple[dict[str, Any], ...] | None = None
     modes: tuple[Literal["capture", "pinned", "class_rate", "diff", "state"], ...] = ("diff", "state")
+    # how a diff replay's old and new outputs are compared (pipelines/replay/judging.py)
+    comparison: Literal["pairwise_judge", "signals"] = "pairwise_judge"
     sample: Sampling = Sampling()
 
     @pydantic.field_validator("id")

@@ -9,8 +9,10 @@ in order, each saying ``decided_by``:
    ``segment['language']``) and the other does not;
 6. ``length``: otherwise same when the lengths are within a factor of two, else inconclusive.
 
-The pairwise judge (``pipelines.judge.pairwise``), when a run has it, decides
-instead and ``decided_by`` names it.
+A diff replay is decided by the pairwise judge instead (``pipelines/replay/judging.py``)
+unless the outputs are identical or one is missing; ``decided_by`` then reads
+``pairwise_judge:...``. The signals still decide capture, pinned and state replays,
+and every diff replay of a candidate with ``comparison: signals``.
 """
 
 from __future__ import annotations

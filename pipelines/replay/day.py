@@ -25,6 +25,7 @@ from pipelines.replay.bodies import BASELINE, Answer, replay_request
 from pipelines.replay.candidates import Candidate
 from pipelines.replay.compare import BAD_FINISH, compare, divergence, reproduces
 from pipelines.replay.fidelity import Fidelity, fidelity_of
+from pipelines.replay.judging import SETTLED, Judge
 from pipelines.replay.sampling import Sampled, stratified_sample
 from pipelines.replay.state import RecordedTools, next_body
 
@@ -75,7 +76,8 @@ class DayInputs:
     rot: dict[str, dict[str, Any]] = field(default_factory=dict)  # call_id -> latest rot_checks row
     redaction_modes: dict[str, str] = field(default_factory=dict)  # call_id -> redaction mode
     template_source: str | None = None  # the candidate's template, resolved from the store or inline
-    judge: Callable[[list[tuple[dict, Answer, Answer]]], list[tuple[str, str] | None]] | None = None
+    # diff replays' comparison (pipelines.replay.judging); None: deterministic signals only
+    judge: Judge | None = None
 
 
 def _is_failure(call: Mapping[str, Any]) -> bool:
@@ -98,10 +100,13 @@ def _row(
     baseline: LLMRequest | None = None,
     extra_cost: Answer | None = None,
     step: int | None = None,
+    charged: set[str],
 ) -> dict[str, Any]:
     call = sampled.call
     candidate = inputs.candidate
-    cost_parts = [a for a in (new, extra_cost) if a is not None]
+    # a request two calls share (the same rendered body) is billed once: on the first row that used it
+    cost_parts = [a for a in (new, extra_cost) if a is not None and a.request_key not in charged]
+    charged.update(a.request_key for a in cost_parts if a.request_key)
     row = {
         "replay_id": sha256_hex(f"{call['call_id']}|{candidate.id}|{mode}|{sample_index}"),
         "candidate": candidate.id,
@@ -141,6 +146,7 @@ def _row(
         "cache_read_input_tokens": sum(a.cache_read_input_tokens for a in cost_parts),
         "cache_write_input_tokens": sum(a.cache_write_input_tokens for a in cost_parts),
         "cost_usd": round(sum(a.cost_usd for a in cost_parts), 8),
+        "judge_cost_usd": 0.0,
         "verdict": None,
         "decided_by": None,
         "reproduced": None,
@@ -221,7 +227,8 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
 
     outgoing = [o for plan in plans for o in plan[4:6] if o is not None]
     answers = send(list({o.key: o for o in outgoing}.values())) if outgoing else {}
-    diffs: list[tuple[dict[str, Any], Answer, Answer]] = []
+    diffs: list[tuple[dict[str, Any], dict[str, Any], Answer, Answer]] = []
+    charged: set[str] = set()  # request keys whose cost a row already carries
     class_samples: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for sampled, mode, index, fidelity, sent, baseline in plans:
         call = sampled.call
@@ -242,12 +249,14 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
                 BASELINE,
                 baseline=baseline,
                 extra_cost=old if baseline else None,
+                charged=charged,
             )
             if sent is not None:
                 row["verdict"], row["decided_by"] = compare(old, new, language)
-                diffs.append((row, old, new))
+                if row["decided_by"] not in SETTLED:
+                    diffs.append((row, call, old, new))
         else:
-            row = _row(inputs, sampled, mode, index, fidelity, sent, new, original, "recorded")
+            row = _row(inputs, sampled, mode, index, fidelity, sent, new, original, "recorded", charged=charged)
             if sent is not None:
                 row["divergence"] = divergence(original, new)
                 row["verdict"], row["decided_by"] = compare(original, new, language)
@@ -255,10 +264,12 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
                 row["reproduced"] = reproduces(original, new, language)
                 class_samples[call["call_id"]].append(row)
         rows.append(row)
-    if inputs.judge is not None and diffs:
-        for (row, _, _), judged in zip(diffs, inputs.judge([(r["call_id"], o, n) for r, o, n in diffs]), strict=True):
-            if judged is not None:
-                row["verdict"], row["decided_by"] = judged
+    if inputs.judge is not None and inputs.candidate.comparison == "pairwise_judge" and diffs:
+        judged = inputs.judge([(call, old, new) for _, call, old, new in diffs])
+        for (row, *_), verdict in zip(diffs, judged, strict=True):
+            row["verdict"], row["decided_by"] = verdict.verdict, verdict.decided_by
+            row["judge_cost_usd"] = verdict.cost_usd
+            row["simulated"] = row["simulated"] or verdict.simulated
     for samples in class_samples.values():
         known = [r for r in samples if r["reproduced"] is not None]
         if known:
@@ -266,11 +277,13 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
             low, high = proportion_confint(hits, len(known), alpha=0.05, method="wilson")
             for r in samples:
                 r["class_rate"], r["class_rate_low"], r["class_rate_high"] = hits / len(known), float(low), float(high)
-    rows.extend(_state_rows(inputs, sessions, send))
+    rows.extend(_state_rows(inputs, sessions, send, charged))
     return _seal(rows, run_id)
 
 
-def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], send: Send) -> list[dict[str, Any]]:
+def _state_rows(
+    inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], send: Send, charged: set[str]
+) -> list[dict[str, Any]]:
     """Resume each sampled session from step N and let the candidate continue (see ``state``)."""
     candidate = inputs.candidate
     if not sessions:
@@ -293,7 +306,9 @@ def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], sen
         )
         final = b.recorded_answer(session[-1])
         if not fidelity.sendable:
-            rows.append(_row(inputs, item, "state", 0, fidelity, None, NO_ANSWER, final, "recorded", step=0))
+            rows.append(
+                _row(inputs, item, "state", 0, fidelity, None, NO_ANSWER, final, "recorded", step=0, charged=charged)
+            )
             continue
         body = b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source)
         live.append((item, fidelity, RecordedTools(session), body, final))
@@ -309,7 +324,9 @@ def _state_rows(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], sen
             item, fidelity, tools, body, final = entry
             sent = out[id(entry)]
             answer = answers.get(sent.key, NO_ANSWER)
-            row = _row(inputs, item, "state", step, fidelity, sent, answer, final, "recorded", step=step)
+            row = _row(
+                inputs, item, "state", step, fidelity, sent, answer, final, "recorded", step=step, charged=charged
+            )
             following, why = next_body(body, answer, tools) if answer.ok else (None, "error")
             if following is not None and step + 1 == candidate.sample.step_limit:
                 following, why = None, "step_limit"

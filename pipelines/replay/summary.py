@@ -72,7 +72,8 @@ def _counts(rows: list[Mapping[str, Any]], weighted: bool) -> dict[str, Any]:
             out["delta"] + ((out["improved_high"] - p_i) ** 2 + (p_r - out["regressed_low"]) ** 2) ** 0.5
         )
     out["sign_test_p"] = sign_test(out[IMPROVED], out[REGRESSED])
-    out["cost_usd"] = round(sum(r.get("cost_usd") or 0.0 for r in rows), 8)
+    # what the replays and the judge that compared them cost
+    out["cost_usd"] = round(sum((r.get("cost_usd") or 0.0) + (r.get("judge_cost_usd") or 0.0) for r in rows), 8)
     out["input_tokens"] = sum((r.get("input_tokens") or 0) + (r.get("cache_read_input_tokens") or 0) for r in rows)
     out["output_tokens"] = sum(r.get("output_tokens") or 0 for r in rows)
     out["simulated"] = any(r.get("simulated") for r in rows)

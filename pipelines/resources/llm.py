@@ -78,10 +78,19 @@ class LLM(dg.ConfigurableResource):
             if not self.base_url:
                 raise ValueError("the simulator backend needs base_url (TRACELAKE_LLM_URL); start one first")
             return anthropic.Anthropic(api_key=SIMULATOR_KEY, base_url=self.base_url, **common)
+        # base_url for Bedrock and Vertex: a private endpoint, or the simulator in tests
         if self.backend == "bedrock":
-            return anthropic.AnthropicBedrock(aws_region=self.aws_region, **common)
+            return anthropic.AnthropicBedrock(aws_region=self.aws_region, base_url=self.base_url, **common)
         if self.backend == "vertex":
-            return anthropic.AnthropicVertex(project_id=self.vertex_project, region=self.vertex_region, **common)
+            return anthropic.AnthropicVertex(
+                project_id=self.vertex_project,
+                region=self.vertex_region,
+                base_url=self.base_url,
+                # a token from the environment (short-lived, e.g. `gcloud auth print-access-token`);
+                # unset: Google's default credentials
+                access_token=os.environ.get("ANTHROPIC_VERTEX_ACCESS_TOKEN"),
+                **common,
+            )
         key = os.environ.get(self.api_key_env)
         if not key:
             raise RuntimeError(f"the LLM backend 'api' needs an API key in ${self.api_key_env}")

@@ -299,6 +299,10 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
                     self._reply(method, path, "invalid", None, 400, _error("invalid_request_error", f"body: {e}"))
                     return
             route, batch_id = _route_of(method, path)
+            platform_model = _platform_model(method, path)
+            if platform_model is not None:  # Bedrock's or Vertex's path to Messages: the model is in the path
+                route, body = "messages", {**(body or {}), "model": platform_model}
+                body.pop("anthropic_version", None)
             if route is None:
                 self._reply(method, path, "unknown", body, 404, _error("not_found_error", f"no route {method} {path}"))
                 return
@@ -439,6 +443,18 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             )
 
     return Handler
+
+
+# Messages as the SDK's Bedrock and Vertex clients send them (AnthropicBedrock,
+# AnthropicVertex): the model in the path, ``anthropic_version`` in the body.
+BEDROCK_PATH = re.compile(r"^/model/(?P<model>[^/]+)/invoke$")
+VERTEX_PATH = re.compile(r"^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/(?P<model>[^/:]+):rawPredict$")
+
+
+def _platform_model(method: str, path: str) -> str | None:
+    """The model of a Bedrock or Vertex Messages request path, else None."""
+    found = (BEDROCK_PATH.match(path) or VERTEX_PATH.match(path)) if method == "POST" else None
+    return found["model"] if found else None
 
 
 def _route_of(method: str, path: str) -> tuple[str | None, str | None]:

@@ -13,9 +13,9 @@ import time
 import polars as pl
 import pytest
 
-from pipelines.resources.llm import BudgetExceeded
+from pipelines.resources.llm import BudgetExceeded, LLMRequest
 from pipelines.simulator import Faults, running, simulated_llm
-from tests.llm.conftest import requests
+from tests.llm.conftest import chat, requests
 
 
 def versions(warehouse) -> tuple:
@@ -92,7 +92,7 @@ KILLED_RUN = """
 import sys
 from pipelines.resources.warehouse import Warehouse
 from pipelines.simulator import simulated_llm
-from tests.llm.conftest import requests
+from tests.llm.conftest import chat, requests
 llm = simulated_llm(sys.argv[1])
 list(llm.run(requests(8), Warehouse(uri=sys.argv[2]), run_id="killed", batch=True))
 """
@@ -176,3 +176,33 @@ def test_batches_bill_half_of_the_same_usage_sent_directly(sim, warehouse):
     assert batched.response["usage"]["service_tier"] == "batch" and batched.batch_id
     assert batched.cost_usd == pytest.approx(direct.cost_usd / 2) and direct.cost_usd > 0
     assert sim.billed_usd == pytest.approx(direct.cost_usd + batched.cost_usd)
+
+
+def test_a_request_that_ran_out_of_retries_is_sent_again_by_the_next_run(warehouse):
+    todo = requests(12, mode="retried")
+    with running(faults=Faults(rate=0.6, seed=5)) as faulty:
+        first = {r.key: r for r in simulated_llm(faulty, max_retries=0).run(todo, warehouse, run_id="r1", batch=False)}
+    gave_up = {k for k, r in first.items() if r.status == "errored"}
+    assert gave_up and len(gave_up) < len(todo)  # the seed fails some, not all
+    assert all("529" in first[k].error or "429" in first[k].error or "500" in first[k].error for k in gave_up)
+
+    with running() as clean:
+        second = {r.key: r for r in simulated_llm(clean).run(todo, warehouse, run_id="r2", batch=False)}
+        asked = {r.body["messages"][0]["content"] for r in clean.received("messages")}
+        by_key = {r.key: r.body["messages"][0]["content"] for r in todo}
+        assert asked == {by_key[k] for k in gave_up}  # only the failed ones went out again
+        third = list(simulated_llm(clean).run(todo, warehouse, run_id="r3", batch=False))
+        assert len(clean.log) == len(gave_up)  # and a third run sends nothing
+    assert all(r.status == "succeeded" for r in second.values()) and all(r.reused for r in third)
+    ledger = warehouse.read("llm_requests")
+    assert ledger.height == len(todo) and (ledger["status"] == "succeeded").all()  # rows updated, not added
+    assert set(ledger.filter(pl.col("request_key").is_in(sorted(gave_up)))["run_id"]) == {"r2"}
+
+
+def test_a_request_the_provider_refuses_for_good_is_not_sent_again(sim, warehouse):
+    bad = [LLMRequest(body={**chat(0), "messages": []}, purpose="replay", mode="refused")]
+    first = list(simulated_llm(sim).run(bad, warehouse, run_id="r1", batch=False))
+    assert first[0].status == "errored" and "invalid_request_error" in first[0].error
+    received = len(sim.log)
+    again = list(simulated_llm(sim).run(bad, warehouse, run_id="r2", batch=False))
+    assert again[0].reused and len(sim.log) == received

@@ -16,10 +16,10 @@ import pytest
 
 from pipelines.demo import support
 from pipelines.demo.people import population
-from pipelines.resources.llm import LLMRequest
+from pipelines.resources.llm import LLM, LLMRequest
 from pipelines.settings import Settings
 from pipelines.simulator import behaviour, simulated_llm
-from tests.llm.conftest import MODEL, SUPPORT_SYSTEM, chat
+from tests.llm.conftest import MODEL, SUPPORT_SYSTEM, chat, requests
 
 BASELINE = "claude-sonnet-4-5-20250929"
 
@@ -276,3 +276,21 @@ def test_a_canceled_batch_ends_with_canceled_entries():
         assert {e.result.type for e in api.messages.batches.results(batch.id)} == {"canceled"}
         assert api.messages.batches.delete(batch.id).type == "message_batch_deleted"
         assert slow.bills == []  # nothing processed, nothing billed
+
+
+@pytest.mark.parametrize(
+    ("backend", "path"), [("bedrock", "/model/{model}/invoke"), ("vertex", "/projects/p/locations/us-east5/")]
+)
+def test_bedrock_and_vertex_clients_go_through_the_same_resource(sim, warehouse, monkeypatch, backend, path):
+    monkeypatch.setenv("ANTHROPIC_VERTEX_ACCESS_TOKEN", "ya29.test-not-real")
+    llm = LLM(backend=backend, base_url=sim.url, aws_region="us-east-1", vertex_project="p", vertex_region="us-east5")
+    todo = requests(3, mode=backend)
+    results = list(llm.run(todo, warehouse, run_id="r", batch=True))  # no Anthropic batches there: one by one
+    assert {r.key for r in results} == {r.key for r in todo}
+    assert all(r.status == "succeeded" and r.simulated and r.batch_id is None for r in results)
+    paths = [r.path for r in sim.received("messages", 200)]
+    assert len(paths) == 3 and all(p.startswith(path.format(model=MODEL)) for p in paths)
+    ledger = warehouse.read("llm_requests")
+    assert set(ledger["backend"]) == {backend} and ledger["cost_usd"].sum() == pytest.approx(sim.billed_usd)
+    if backend == "vertex":
+        assert all(p.endswith(f"/models/{MODEL}:rawPredict") for p in paths)

@@ -9,6 +9,7 @@ import polars as pl
 import pytest
 from statsmodels.stats.proportion import proportion_confint
 
+from pipelines.demo.registry import FOLDER as DEMO_CANDIDATES
 from pipelines.record.canonical import request_sha256
 from pipelines.simulator.behaviour import CANDIDATE_MARKER, FIXED_MODEL
 
@@ -117,8 +118,9 @@ def test_diff_replay_of_a_template_candidate_with_a_paired_baseline(recorded_day
         if row["fidelity"] == "ineligible":
             assert row["fidelity_reasons"] == ["prompt_version"] and row["request_key"] is None
     bodies = sent_bodies(sim, before)
+    replayed = [b for b in bodies if b.get("tool_choice", {}).get("name") != "record_verdict"]
     # one request per distinct candidate request (two calls can render the same one: sent once)
-    assert sum(CANDIDATE_MARKER in _text(b.get("system")) for b in bodies) == len({r["request_key"] for r in sent})
+    assert sum(CANDIDATE_MARKER in _text(b.get("system")) for b in replayed) == len({r["request_key"] for r in sent})
     # re-rendered from the frozen ingredients: the recorded document texts, not today's rebuilt index
     calls = {c["call_id"]: c for c in recorded_day.settings.warehouse().read("calls").to_dicts()}
     for row in sent:
@@ -127,12 +129,24 @@ def test_diff_replay_of_a_template_candidate_with_a_paired_baseline(recorded_day
         docs = calls[row["call_id"]]["retrieval"]["documents"]
         body = next(b for b in bodies if request_sha256(as_recorded(b)) == row["request_sha256"])
         assert all(d["text"] in _text(body["system"]) for d in docs)
+    # compared by the pairwise judge, in both orders, unless the outputs are identical
     pt = [r for r in sent if r["language"] == "pt-BR"]
     en = [r for r in sent if r["language"] == "en"]
-    assert any(r["verdict"] == "improved" and r["decided_by"] == "language" for r in pt)
+    assert any(r["verdict"] == "improved" and r["decided_by"] == "pairwise_judge:both_orders" for r in pt)
     assert not any(r["verdict"] == "regressed" for r in pt)
     long_en = [r for r in en if r["new_finish_reason"] == "length"]
-    assert long_en and all(r["verdict"] == "regressed" and r["decided_by"] == "finish_reason" for r in long_en)
+    assert long_en and all(
+        r["verdict"] == "regressed" and r["decided_by"].startswith("pairwise_judge") for r in long_en
+    )
+    judged = [r for r in sent if r["decided_by"].startswith("pairwise_judge")]
+    assert all(r["judge_cost_usd"] > 0 for r in judged)
+    assert all(r["decided_by"] == "exact_match" for r in sent if r not in judged)
+    ledger = recorded_day.settings.warehouse().read("llm_requests", pl.col("purpose") == "judge")
+    ledger = ledger.filter(pl.col("candidate") == "support-answer-v4")
+    assert ledger.height == 2 * len(judged)  # both orders of each judged pair
+    assert ledger["cost_usd"].sum() == pytest.approx(sum(r["judge_cost_usd"] for r in judged), abs=1e-6)
+    judge_bodies = [b for b in bodies if b.get("tool_choice", {}).get("name") == "record_verdict"]
+    assert len(judge_bodies) == ledger.height
 
     summary = recorded_day.settings.warehouse().read("replay_summary", pl.col("candidate") == "support-answer-v4")
     assert set(summary["fidelity"]) <= {"approximate", "ineligible"}
@@ -143,20 +157,38 @@ def test_diff_replay_of_a_template_candidate_with_a_paired_baseline(recorded_day
     assert "segment_key" in meta["segments"].value and meta["simulated"].value is True
 
 
-def test_a_rerun_of_a_replay_partition_sends_nothing_and_writes_no_version(recorded_day, sim):
-    recorded_day.add_candidate("sonnet-next")
-    assert recorded_day.replay(sim, "sonnet-next").success
+def test_a_candidate_compared_by_signals_asks_no_judge(recorded_day, sim):
+    v4 = (DEMO_CANDIDATES / "support-answer-v4.yaml").read_text()
+    recorded_day.add_candidate(
+        "v4-signals", v4.replace("id: support-answer-v4", "id: v4-signals") + "\ncomparison: signals\n"
+    )
+    before = len(sim.log)
+    assert recorded_day.replay(sim, "v4-signals").success
+    assert not [b for b in sent_bodies(sim, before) if b.get("tool_choice", {}).get("name") == "record_verdict"]
+    rows = [r for r in replays_of(recorded_day, "v4-signals").to_dicts() if r["fidelity"] != "ineligible"]
+    pt = [r for r in rows if r["language"] == "pt-BR"]
+    long_en = [r for r in rows if r["language"] == "en" and r["new_finish_reason"] == "length"]
+    assert any(r["verdict"] == "improved" and r["decided_by"] == "language" for r in pt)
+    assert long_en and all(r["verdict"] == "regressed" and r["decided_by"] == "finish_reason" for r in long_en)
+    assert all(r["judge_cost_usd"] == 0 for r in rows)
+
+
+@pytest.mark.parametrize("slug", ["sonnet-next", "support-answer-v4"])
+def test_a_rerun_of_a_replay_partition_sends_nothing_and_writes_no_version(recorded_day, sim, slug):
+    recorded_day.add_candidate(slug)
+    assert recorded_day.replay(sim, slug).success
     warehouse = recorded_day.settings.warehouse()
     versions = {t: warehouse.version(t) for t in ("replays", "replay_summary", "llm_requests", "llm_batches")}
     received = len(sim.log)
-    result = recorded_day.replay(sim, "sonnet-next")
+    result = recorded_day.replay(sim, slug)
     assert result.success
-    assert len(sim.log) == received  # not one HTTP request
+    assert len(sim.log) == received  # not one HTTP request: neither replays nor the judge
     assert {t: warehouse.version(t) for t in versions} == versions
     meta = result.asset_materializations_for_node("replays")[0].metadata
     assert meta["requests_sent"].value == 0 and meta["requests_reused"].value > 0
-    rows = replays_of(recorded_day, "sonnet-next").to_dicts()
-    assert {r["new_model"] for r in rows if r["status"] == "succeeded"} == {FIXED_MODEL}
+    rows = replays_of(recorded_day, slug).to_dicts()
+    if slug == "sonnet-next":
+        assert {r["new_model"] for r in rows if r["status"] == "succeeded"} == {FIXED_MODEL}
 
 
 def test_class_rate_replay_samples_failures_with_a_wilson_interval(recorded_day, sim):
