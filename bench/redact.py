@@ -169,13 +169,14 @@ def main() -> None:
     work.write_bytes(pickle.dumps({**settings, "day": (calls, spans), "corpora": rows_by_corpus}, protocol=5))
 
     runs: dict[str, dict[str, Any]] = {}
+    print("tracelake ...", file=sys.stderr)
+    tracelake = run_stage(ROOT, work, args.out / "tracelake.json")
     print("today's redactor ...", file=sys.stderr)
     runs[f"today ({tree.name.removeprefix('baseline-')})"] = run_stage(tree, work, args.out / "today.json")
     if args.issue_baseline:
         print("the issue's redactor ...", file=sys.stderr)
         runs["as the issue measured"] = run_stage(tree, work, args.out / "issue.json", everywhere=True)
-    print("tracelake ...", file=sys.stderr)
-    runs["tracelake"] = run_stage(ROOT, work, args.out / "tracelake.json")
+    runs["tracelake"] = tracelake
     work.unlink()
 
     report: dict[str, Any] = {
