@@ -1,25 +1,28 @@
-"""Redaction throughput on a demo day, against a straightforward presidio loop, same run.
+"""The redaction stage on a demo day: this tracelake against today's, same rows, same run.
 
-    .venv/bin/python bench/redact.py                         # a 40,000-call demo day
+    .venv/bin/python bench/redact.py                         # a 40,000-call demo day, NER on
     .venv/bin/python bench/redact.py --calls 2000            # small and quick
-    .venv/bin/python bench/redact.py --ner off               # regex recognizers only
+    .venv/bin/python bench/redact.py --issue-baseline        # also the redactor the issue measured
 
 The demo day (``pipelines.demo.generate``) is generated once and cached under
 bench/out/redact/, then parsed into `calls` and `spans` rows by the ingest
-core. Both contenders see the same rows and the same recognizers (the
-registry, NLP pipeline and context enhancer of ``pipelines.redact``):
+core. The stage is what ingest runs on those rows: ``Redactor.redact_rows``
+(from cold: analyzer start-up and worker spawn included), then the pre-write
+residual-PII screen (``residual.row_residuals`` over calls and spans).
 
-- tracelake: ``Redactor.redact_rows`` with ``--workers`` processes, from cold
-  (analyzer start-up and worker spawn included): JSON walked leaf by leaf,
-  each distinct text analyzed once, recognizers pre-filtered, NER batched;
-- baseline: one ``AnalyzerEngine`` + ``AnonymizerEngine``, called on every
-  text-bearing field of every row in turn (JSON columns as whole strings),
-  no deduplication, no parallelism. It is timed on a sample of the rows
-  (``--baseline-calls``, spread over the day): a rate does not need the
-  whole day, and the whole day would take an hour.
+Contenders, each on the same rows with the same workers:
 
-MB are the UTF-8 bytes of the text-bearing columns (the same definition for
-both). The result is printed and written to
+- tracelake: this checkout (run the same way);
+- today: the code of ``--baseline-commit`` (default: main before issue 13's
+  work), extracted with ``git archive`` and run in a subprocess
+  (``bench/redact_stage.py``, which runs every contender);
+- with ``--issue-baseline``: that code with NER reading every system prompt,
+  templated or not, the redactor the issue measured (before commit 1e37f78).
+
+Recall per entity type is measured on the labelled corpora of
+``tests/redact`` (regex types, and PERSON names), redacted by each
+contender, and printed side by side. MB are the UTF-8 bytes of the
+text-bearing columns. Results go to
 bench/out/redact/results-<calls>calls-<mode>-ner-<on|off>.json.
 """
 
@@ -27,30 +30,33 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
+import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from presidio_analyzer import AnalyzerEngine, RecognizerRegistry  # noqa: E402
-from presidio_anonymizer import AnonymizerEngine  # noqa: E402
-from presidio_anonymizer.entities import OperatorConfig  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from pipelines.demo import generate  # noqa: E402
 from pipelines.ingest import SourceObject, ingest_object  # noqa: E402
-from pipelines.redact import nlp  # noqa: E402
-from pipelines.redact.context_enhancer import NearbyContextEnhancer  # noqa: E402
-from pipelines.redact.keys import KeyRing  # noqa: E402
 from pipelines.redact.policy import load_policy  # noqa: E402
-from pipelines.redact.recognizers import build_recognizers  # noqa: E402
-from pipelines.redact.redactor import Redactor, detector_settings, ner_enabled  # noqa: E402
+from pipelines.redact.redactor import ner_enabled  # noqa: E402
 from pipelines.redact.row_fields import FIELDS, JSON, TEXT  # noqa: E402
 from pipelines.resources.object_store import ObjectStore  # noqa: E402
+from tests.redact.conftest import rows_of  # noqa: E402
+from tests.redact.labelled_corpus import build_corpus, person_corpus  # noqa: E402
+from tests.redact.test_recall import recall_by  # noqa: E402
 
+# main when issue 13's performance work started (its redactor is "today's")
+BASELINE_COMMIT = "25d10d2"
+KEYS = ("bench-hash-key", {"bench": "bench-encryption-key-0123456789abcdef"})
 DAY = date(2026, 11, 20)
 
 
@@ -96,105 +102,127 @@ def megabytes(rows: list[dict], table: str) -> float:
     return sum(len(t.encode()) for row in rows for t in row_texts(row, table)) / 1e6
 
 
-def baseline(calls: list[dict], spans: list[dict], ner: bool) -> tuple[float, int]:
-    """(seconds, fields) for the straightforward loop over these rows."""
-    policy = load_policy()
-    settings = detector_settings(policy, ner)
-    engine_nlp = nlp.PipelineNlpEngine(nlp.ner_pipeline() if ner else nlp.blank_pipeline())
-    registry = RecognizerRegistry(
-        recognizers=build_recognizers(settings.phone_regions, ner), supported_languages=[nlp.LANGUAGE]
-    )
-    analyzer = AnalyzerEngine(
-        registry=registry,
-        nlp_engine=engine_nlp,
-        supported_languages=[nlp.LANGUAGE],
-        context_aware_enhancer=NearbyContextEnhancer(),
-    )
-    anonymizer = AnonymizerEngine()
-    operators = {"DEFAULT": OperatorConfig("replace")}
-    entities = list(settings.entities)
-    fields = 0
-    t = time.perf_counter()
-    for table, rows in (("calls", calls), ("spans", spans)):
-        for row in rows:
-            for text in row_texts(row, table):
-                results = analyzer.analyze(text, language=nlp.LANGUAGE, entities=entities, score_threshold=0.4)
-                anonymizer.anonymize(text, results, operators)
-                fields += 1
-    return time.perf_counter() - t, fields
+def baseline_tree(out: Path, commit: str) -> Path:
+    """``pipelines/`` at ``commit``, extracted once under ``out``."""
+    try:
+        sha = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", commit], check=True, capture_output=True, text=True
+        ).stdout.strip()
+        tree = out / f"baseline-{sha}"
+        if not (tree / "pipelines").exists():
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", "--format=tar", sha, "pipelines"], check=True, capture_output=True
+            ).stdout
+            tree.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(fileobj=BytesIO(archive)) as tar:
+                tar.extractall(tree, filter="data")
+    except (OSError, subprocess.CalledProcessError) as e:
+        raise SystemExit(f"cannot extract the code at {commit!r} with git ({e}); pass --baseline-commit") from None
+    return tree
 
 
-def sample(rows: list[dict], n: int) -> list[dict]:
-    if n >= len(rows):
-        return rows
-    step = len(rows) / n
-    return [rows[int(i * step)] for i in range(n)]
+def corpora() -> dict[str, tuple[Any, tuple[list[dict], list[dict]]]]:
+    """The labelled corpora of tests/redact: (planted values, canonical rows)."""
+    regex_types = build_corpus(traces=120, seed=7)
+    names = person_corpus(sentences=300, seed=11)
+    return {"regex types": (regex_types, rows_of(regex_types.documents)), "names": (names, rows_of(names.documents))}
+
+
+def recall(planted: dict[str, Any], blobs: dict[str, str]) -> dict[str, tuple[int, float]]:
+    out: dict[str, tuple[int, float]] = {}
+    for name, corpus in planted.items():
+        out.update(recall_by(corpus.planted, blobs[name], lambda p: p.entity))
+    return out
+
+
+def run_stage(tree: Path, work: Path, out: Path, everywhere: bool = False) -> dict[str, Any]:
+    """The stage run by ``bench/redact_stage.py`` on ``tree``'s code, in a fresh process."""
+    command = [sys.executable, str(ROOT / "bench" / "redact_stage.py"), str(tree), str(work), str(out)]
+    subprocess.run([*command, *(["--ner-everywhere"] if everywhere else [])], check=True)
+    return json.loads(out.read_text())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40_000, help="calls in the demo day (default 40,000)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--workers", type=int, default=2, help="analyzer processes for tracelake (default 2)")
-    parser.add_argument("--baseline-calls", type=int, default=800, help="calls the baseline is timed on")
-    parser.add_argument("--baseline-runs", type=int, default=3, help="baseline repetitions; the best is kept")
+    parser.add_argument("--workers", type=int, default=2, help="analyzer processes (default 2)")
     parser.add_argument("--ner", choices=("auto", "on", "off"), default="auto", help="person-name NER")
     parser.add_argument("--mode", default="placeholder", choices=("placeholder", "encrypt", "synthetic"))
+    parser.add_argument("--baseline-commit", default=BASELINE_COMMIT, help="today's redactor: the code at this commit")
+    parser.add_argument("--issue-baseline", action="store_true", help="also the redactor the issue measured")
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "redact")
     args = parser.parse_args()
 
-    policy = load_policy()
-    ner = ner_enabled(policy, None if args.ner == "auto" else args.ner == "on")
+    ner = ner_enabled(load_policy(), None if args.ner == "auto" else args.ner == "on")
     t = time.perf_counter()
     calls, spans = demo_rows(args.out, args.calls, args.seed)
     print(f"parsed {len(calls):,} calls and {len(spans):,} spans in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     mb = megabytes(calls, "calls") + megabytes(spans, "spans")
+    planted_and_rows = corpora()
+    planted = {name: corpus for name, (corpus, _) in planted_and_rows.items()}
+    rows_by_corpus = {name: rows for name, (_, rows) in planted_and_rows.items()}
 
-    keys = KeyRing.from_secrets("bench-hash-key", {"bench": "bench-encryption-key-0123456789abcdef"})
-    t = time.perf_counter()
-    with Redactor(policy, args.mode, keys, args.workers, ner=ner) as redactor:
-        result = redactor.redact_rows(calls, spans)
-    fast_s = time.perf_counter() - t
+    tree = baseline_tree(args.out, args.baseline_commit)
+    work = args.out / f"work-{args.calls}calls.pickle"
+    settings = {"mode": args.mode, "workers": args.workers, "ner": ner, "keys": KEYS}
+    work.write_bytes(pickle.dumps({**settings, "day": (calls, spans), "corpora": rows_by_corpus}, protocol=5))
 
-    share = min(1.0, args.baseline_calls / max(len(calls), 1))
-    base_calls = sample(calls, args.baseline_calls)
-    base_spans = sample(spans, int(len(spans) * share))
-    base_mb = megabytes(base_calls, "calls") + megabytes(base_spans, "spans")
-    # the machine's speed drifts (shared host): the baseline gets its best of --runs, tracelake one cold run
-    base_s, base_fields = min(baseline(base_calls, base_spans, ner) for _ in range(args.baseline_runs))
+    runs: dict[str, dict[str, Any]] = {}
+    print("tracelake ...", file=sys.stderr)
+    tracelake = run_stage(ROOT, work, args.out / "tracelake.json")
+    print("today's redactor ...", file=sys.stderr)
+    runs[f"today ({tree.name.removeprefix('baseline-')})"] = run_stage(tree, work, args.out / "today.json")
+    if args.issue_baseline:
+        print("the issue's redactor ...", file=sys.stderr)
+        runs["as the issue measured"] = run_stage(tree, work, args.out / "issue.json", everywhere=True)
+    runs["tracelake"] = tracelake
+    work.unlink()
 
-    fast_rate, base_rate = mb / fast_s, base_mb / base_s
-    report = {
+    report: dict[str, Any] = {
         "day_calls": len(calls),
         "day_spans": len(spans),
         "text_mb": round(mb, 2),
         "ner": ner,
         "mode": args.mode,
         "workers": args.workers,
-        "tracelake_seconds": round(fast_s, 2),
-        "tracelake_mb_per_s": round(fast_rate, 3),
-        "tracelake_stats": result.stats,
-        "baseline_calls": len(base_calls),
-        "baseline_fields": base_fields,
-        "baseline_mb": round(base_mb, 2),
-        "baseline_seconds": round(base_s, 2),
-        "baseline_mb_per_s": round(base_rate, 3),
-        "ratio": round(fast_rate / base_rate, 1),
+        "runs": {},
     }
+    fast = runs["tracelake"]
+    fast_stage = fast["redact_s"] + fast["screen_s"]
+    print(f"\nredaction stage on a {len(calls):,}-call demo day: {mb:.1f} MB of text, NER {'on' if ner else 'off'}, "
+          f"{args.workers} workers")  # fmt: skip
+    print(f"  {'':26} {'redact s':>9} {'screen s':>9} {'stage s':>8} {'MB/s':>6} {'screen':>7} {'speedup':>8}")
+    for name, run in runs.items():
+        stage = run["redact_s"] + run["screen_s"]
+        share = run["screen_s"] / stage
+        speedup = stage / fast_stage
+        print(f"  {name:26} {run['redact_s']:9.1f} {run['screen_s']:9.2f} {stage:8.1f} {mb / stage:6.2f} "
+              f"{share:7.1%} {speedup:7.1f}x")  # fmt: skip
+        report["runs"][name] = {
+            "redact_seconds": round(run["redact_s"], 2),
+            "screen_seconds": round(run["screen_s"], 2),
+            "stage_seconds": round(stage, 2),
+            "screen_share": round(share, 4),
+            "rows_held_by_screen": run["held"],
+            "tracelake_speedup": round(speedup, 2),
+            "stats": run["stats"],
+        }
+    stats = fast["stats"]
+    if "ner_chars" in stats:
+        print(f"  tracelake NER read {stats['ner_lines']:,} distinct lines ({stats['ner_chars'] / 1e6:.2f} MB), "
+              f"reused {stats['ner_lines_reused']:,} times")  # fmt: skip
+
+    recalls = {name: recall(planted, run["corpora"]) for name, run in runs.items()}
+    print("\nrecall per entity type on the labelled corpora of tests/redact")
+    print(f"  {'entity':16} {'n':>5} " + " ".join(f"{name:>26}" for name in runs))
+    for entity, (n, _) in recalls["tracelake"].items():
+        print(f"  {entity:16} {n:5} " + " ".join(f"{recalls[name][entity][1]:26.3f}" for name in runs))
+    report["recall"] = {name: {e: r for e, (_, r) in values.items()} for name, values in recalls.items()}
+
     args.out.mkdir(parents=True, exist_ok=True)
     name = f"results-{args.calls}calls-{args.mode}-ner-{'on' if ner else 'off'}.json"
     (args.out / name).write_text(json.dumps(report, indent=2) + "\n")
-    stats = result.stats
-    print(f"redaction of a {len(calls):,}-call demo day: {mb:.1f} MB of text, NER {'on' if ner else 'off'}")
-    print(
-        f"  tracelake  {fast_rate:8.2f} MB/s  ({fast_s:.1f} s, {args.workers} workers; "
-        f"{stats['fields_seen']:,} fields, {stats['distinct_texts']:,} distinct texts analyzed)"
-    )
-    print(
-        f"  baseline   {base_rate:8.2f} MB/s  ({base_s:.1f} s on {len(base_calls):,} calls / "
-        f"{base_fields:,} fields, {base_mb:.1f} MB)"
-    )
-    print(f"  ratio      {fast_rate / base_rate:8.1f}x")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """The offline analyzer: text in, entity spans out.
 
 ``TextAnalyzer`` wraps one presidio ``AnalyzerEngine`` built from
-``recognizers.build_recognizers`` over a blank spaCy pipeline (plus the NER
-model for natural-language fields when enabled). Around presidio it adds what
+``recognizers.build_recognizers`` over a blank spaCy pipeline. Person names
+(natural-language fields, when NER is enabled) come from ``names.LineNames``:
+the NER model reads each distinct line once. Around presidio it adds what
 trace content needs: a cheap pre-filter that skips recognizers a text cannot
 satisfy (no digits, no phone), chunking of very large fields, per-entity
 score thresholds, an allow list, and one non-overlapping span per region.
@@ -41,6 +42,7 @@ from pipelines.redact.entities import (
     UNAMBIGUOUS,
     UNAMBIGUOUS_WHEN_FORMATTED,
 )
+from pipelines.redact.names import NER_SCORE, LineNames, chunks
 from pipelines.redact.patterns import CREDENTIALS, compiled, may_hold_credential
 from pipelines.redact.recognizers import PHONE_CANDIDATE, build_recognizers
 
@@ -61,8 +63,7 @@ for _name in ("presidio-analyzer", "presidio-anonymizer"):
     logging.getLogger(_name).addFilter(_WithoutDetails())
 
 # Bumped whenever recognizers or their scoring change; stored in the audit.
-RECOGNIZERS_VERSION = "tracelake-redact-1"
-OVERLAP = 256  # characters shared by neighbouring chunks of a large field
+RECOGNIZERS_VERSION = "tracelake-redact-2"  # 2: names found line by line
 _DIGITS = str.maketrans("", "", "0123456789")
 # Entities whose recognizers use context words: only texts that may hold one
 # of them pay for tokenization.
@@ -146,25 +147,6 @@ def detector_versions(ner: bool) -> dict[str, str]:
     return versions
 
 
-def _chunks(text: str, size: int) -> list[tuple[int, str]]:
-    """Split at whitespace near ``size``, neighbours overlapping by OVERLAP
-    characters so an entity on a boundary is whole in one of them."""
-    out = []
-    start = 0
-    while start < len(text):
-        end = min(start + size, len(text))
-        if end < len(text):
-            cut = text.rfind("\n", start + size // 2, end)
-            if cut < 0:
-                cut = text.rfind(" ", start + size // 2, end)
-            end = cut + 1 if cut > 0 else end
-        out.append((start, text[start:end]))
-        if end >= len(text):
-            break
-        start = max(end - OVERLAP, start + 1)
-    return out
-
-
 def select_non_overlapping(hits: Sequence[Hit]) -> list[Hit]:
     """Highest score first, then longest; a hit overlapping a kept one is dropped."""
     kept: list[Hit] = []
@@ -186,10 +168,15 @@ class TextAnalyzer:
         self.settings = settings or DetectorSettings()
         blank = nlp.PipelineNlpEngine(nlp.blank_pipeline())
         self._blank = blank
-        self._ner = nlp.PipelineNlpEngine(nlp.ner_pipeline()) if self.settings.ner else None
+        self._names = (
+            LineNames(nlp.PipelineNlpEngine(nlp.ner_pipeline()), self.settings.chunk_chars)
+            if self.settings.ner
+            else None
+        )
         self._empty = blank.empty_artifacts()
         registry = RecognizerRegistry(
-            recognizers=build_recognizers(self.settings.phone_regions, self.settings.ner),
+            # PERSON is not presidio's: its spaCy recognizer would need NER over the whole text
+            recognizers=build_recognizers(self.settings.phone_regions, ner=False),
             supported_languages=[nlp.LANGUAGE],
         )
         self.engine = AnalyzerEngine(
@@ -218,7 +205,7 @@ class TextAnalyzer:
             if entity not in allowed or entity not in self._enabled or digits < _MIN_DIGITS.get(entity, 0):
                 continue
             if entity == PERSON:
-                if request.natural_language and self._ner is not None and not request.number:
+                if request.natural_language and self._names is not None and not request.number:
                     wanted.append(entity)
             elif entity in self._gates and self._gates[entity](text):
                 wanted.append(entity)  # (an entity with no recognizer, ADDRESS, has no gate)
@@ -228,22 +215,14 @@ class TextAnalyzer:
         return self.analyze_many([request])[0]
 
     def analyze_many(self, requests: Sequence[Request]) -> list[list[Hit]]:
-        """Analyze a batch; NER runs over the natural-language texts as one spaCy batch."""
-        ner_docs: dict[int, object] = {}
+        """Analyze a batch; NER reads the new lines of its natural-language texts as one spaCy batch."""
         plans = [self.candidates(r) for r in requests]
-        if self._ner is not None:
-            ner_index = [
-                i
-                for i, (r, ents) in enumerate(zip(requests, plans, strict=True))
-                if PERSON in ents and len(r.text) <= self.settings.chunk_chars
-            ]
-            texts = (requests[i].text for i in ner_index)
-            for i, (_, artifacts) in zip(ner_index, self._ner.process_batch(texts, nlp.LANGUAGE), strict=True):
-                ner_docs[i] = artifacts
+        if self._names is not None:
+            self._names.prepare(r.text for r, ents in zip(requests, plans, strict=True) if PERSON in ents)
         results = []
-        for i, (request, entities) in enumerate(zip(requests, plans, strict=True)):
+        for request, entities in zip(requests, plans, strict=True):
             try:
-                results.append(self._analyze(request, entities, ner_docs.get(i)))
+                results.append(self._analyze(request, entities))
             except AnalysisError:
                 raise
             except Exception as e:  # presidio messages may quote the text
@@ -252,30 +231,45 @@ class TextAnalyzer:
                 ) from None
         return results
 
-    def _analyze(self, request: Request, entities: list[str], ner_artifacts) -> list[Hit]:
+    def ner_stats(self) -> dict[str, int]:
+        """Lines and characters NER read, and lines whose names were reused (counts only)."""
+        if self._names is None:
+            return {}
+        names = self._names
+        return {"ner_lines": names.lines_read, "ner_chars": names.chars_read, "ner_lines_reused": names.lines_reused}
+
+    def _analyze(self, request: Request, entities: list[str]) -> list[Hit]:
+        if not entities:
+            return []
+        hits = []
+        if PERSON in entities:
+            entities = [e for e in entities if e != PERSON]
+            spans = self._names.spans(request.text)
+            hits = [h for h in (self._hit(s, e, PERSON, NER_SCORE, request) for s, e in spans) if h is not None]
+        return select_non_overlapping(hits + self._patterns(request, entities))
+
+    def _patterns(self, request: Request, entities: list[str]) -> list[Hit]:
+        """Hits of every recognizer but NER."""
         if not entities:
             return []
         text = request.text
         if len(text) > self.settings.chunk_chars:
             hits = []
-            for offset, chunk in _chunks(text, self.settings.chunk_chars):
+            for offset, chunk in chunks(text, self.settings.chunk_chars):
                 part = Request(chunk, request.natural_language, request.context, request.restricted, request.number)
                 hits += [
                     Hit(h.start + offset, h.end + offset, h.entity, h.score)
-                    for h in self._analyze(part, entities, None)
+                    for h in select_non_overlapping(self._patterns(part, entities))
                 ]
             return select_non_overlapping(set(hits))
-        artifacts = ner_artifacts
-        if artifacts is None and PERSON in entities:
-            artifacts = self._ner.process_text(text, nlp.LANGUAGE)
-        found = self._run(request, entities, artifacts or self._empty)
-        if artifacts is None and any(r.score < 1.0 and r.entity_type in _CONTEXTUAL for r in found):
+        found = self._run(request, entities, self._empty)
+        if any(r.score < 1.0 and r.entity_type in _CONTEXTUAL for r in found):
             # only now is it worth tokenizing: a context word may raise these scores
             found = self._run(request, entities, self._blank.process_text(text, nlp.LANGUAGE))
-        hits = [h for h in (self._hit(r, request) for r in found) if h is not None]
+        hits = [h for h in (self._hit(r.start, r.end, r.entity_type, r.score, request) for r in found) if h is not None]
         if not hits and request.number and PHONE in self._enabled:
             hits = self._international_phone(request)
-        return select_non_overlapping(hits)
+        return hits
 
     def _allowed(self, text: str, start: int, end: int) -> bool:
         """The match is an allow-listed value, lies inside a mention of one ("Aurora"
@@ -324,20 +318,20 @@ class TextAnalyzer:
             score_threshold=0.0,
         )
 
-    def _hit(self, result, request: Request) -> Hit | None:
+    def _hit(self, start: int, end: int, entity: str, score: float, request: Request) -> Hit | None:
         text = request.text
-        min_score = self.settings.min_scores.get(result.entity_type, 0.5)
+        min_score = self.settings.min_scores.get(entity, 0.5)
         if request.number:
             # a bare number is only an entity as a whole, and needs strong evidence
-            if result.start != 0 or result.end != len(text):
+            if start != 0 or end != len(text):
                 return None
             if not request.context:
                 min_score = max(min_score, self.settings.number_min_score)
-        if result.score < min_score:
+        if score < min_score:
             return None
-        if request.restricted and result.entity_type in UNAMBIGUOUS_WHEN_FORMATTED:
-            if text[result.start : result.end].isalnum():
+        if request.restricted and entity in UNAMBIGUOUS_WHEN_FORMATTED:
+            if text[start:end].isalnum():
                 return None
-        if self._allow and self._allowed(text, result.start, result.end):
+        if self._allow and self._allowed(text, start, end):
             return None
-        return Hit(result.start, result.end, result.entity_type, round(result.score, 4))
+        return Hit(start, end, entity, round(score, 4))

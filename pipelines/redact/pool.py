@@ -121,6 +121,10 @@ class AnalyzerPool:
             )
         return self._executor
 
+    def ner_stats(self) -> dict[str, int]:
+        """NER's counters in this process so far (texts analyzed in workers are not in them)."""
+        return self._local.ner_stats() if self._local is not None else {}
+
     def parallel_rows(self, rows: int) -> bool:
         return self.workers > 1 and self.config is not None and rows >= MIN_POOL_ROWS
 

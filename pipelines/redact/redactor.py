@@ -322,6 +322,7 @@ class Redactor:
     # -- the three passes -----------------------------------------------------
 
     def _redact_items(self, items: Sequence[Item]) -> dict[str, int]:
+        ner_before = self.pool.ner_stats()
         seen = 0
         contents: dict[JsonKey, JsonContent] = {}
         for item in items:
@@ -347,11 +348,13 @@ class Redactor:
             for item in scoped:
                 item.result = item.walk(Apply(item, subs, self._cache, known, contents, done))
                 replacements += item.tally.replacements
+        ner = {key: value - ner_before.get(key, 0) for key, value in self.pool.ner_stats().items()}
         return {
             "fields_seen": seen,
             "distinct_texts": len(wanted),
             "analyzed": len(todo),
             "replacements": replacements,
+            **ner,
         }
 
     def _known_values(self, items: Sequence[Item]) -> list[tuple[str, str]]:

@@ -14,11 +14,13 @@ its tables with ``patterns=patterns_for_mode("synthetic")``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import orjson
 import regex
 
 from pipelines.quality import gx_source
@@ -26,8 +28,8 @@ from pipelines.redact import check_digits, patterns
 from pipelines.redact.email_domains import has_public_suffix, is_reserved
 from pipelines.redact.field_rules import FieldInfo, FieldRules
 from pipelines.redact.policy import Policy, load_policy
-from pipelines.redact.row_fields import FIELDS, walk_row
-from pipelines.redact.walker import JsonWalker
+from pipelines.redact.row_fields import FIELDS, JSON, walk_row
+from pipelines.redact.walker import MIN_NUMBER, JsonWalker
 
 PATTERNS = ("email", "cpf", "cnpj", "card", "api_key")
 API_KEY_PATTERNS = (
@@ -63,7 +65,20 @@ MEMO_LIMIT = 200_000
 _CPF = [regex.compile(patterns.CPF_FORMATTED), regex.compile(patterns.CPF_PLAIN)]
 _CNPJ = [regex.compile(patterns.CNPJ_FORMATTED), regex.compile(patterns.CNPJ_PLAIN)]
 _CARD = regex.compile(patterns.CARD)
+# every form of patterns.CARD starts with four digits, an optional separator and four more
+_CARD_START = regex.compile(r"\d{4}[ -]?\d{4}")
+_CARD_FORMATTED = regex.compile(r"\d{4}[ -]\d{4}")  # and a formatted one has the separator
 _API_KEYS = [patterns.compiled(p) for p in patterns.CREDENTIALS if p.name in API_KEY_PATTERNS]
+# JSON escapes, nested ones too (\\n inside JSON inside JSON)
+_ESCAPES = regex.compile(r'\\+(u[0-9a-fA-F]{4}|[nrtbf"/\\])?')
+# a negative integer holding a card number: the card pattern wants no "-" before it
+_NEGATIVE_CARD = regex.compile(r"-(\d{12,19})(?!\d)")
+GATE_MEMO_LIMIT = 200_000
+_NUMBER_CHECKS = (
+    ("cpf", check_digits.is_valid_cpf),
+    ("cnpj", check_digits.is_valid_cnpj),
+    ("card", check_digits.is_valid_card),
+)
 
 
 def patterns_for_mode(mode: str) -> tuple[str, ...]:
@@ -157,7 +172,8 @@ class _Counter:
             if "cpf" in self.wanted:
                 found = {m.group() for p in _CPF for m in p.finditer(value)}
                 self._count("cpf", found, check_digits.is_valid_cpf, structural)
-            if "card" in self.wanted and digits >= 12:
+            card_start = _CARD_FORMATTED if structural else _CARD_START
+            if "card" in self.wanted and digits >= 12 and card_start.search(value):
                 self._count("card", (m.group() for m in _CARD.finditer(value)), check_digits.is_valid_card, structural)
         if "cnpj" in self.wanted and digits >= 2:
             found = {m.group() for p in _CNPJ for m in p.finditer(value)}
@@ -166,14 +182,135 @@ class _Counter:
             for pattern in _API_KEYS:
                 self.counts["api_key"] += sum(1 for m in pattern.finditer(value) if not self._allowed(m.group()))
 
+    def may_count(self, column_value: str, structural: bool = False) -> bool:
+        """False only when no leaf of this text or JSON text can count.
+
+        The patterns run over the whole value as one text, without the
+        allow list. A leaf's edges are quotes or JSON punctuation there,
+        which the patterns treat like a text's edges, so every leaf's match
+        is a match of the whole value, but for backslashes: read as JSON
+        escapes (decoded, or a space: ``\\n`` before a CPF is a line break)
+        or as literal characters (a Windows path in a plain text). Both
+        readings are scanned; a value with no match in either is not walked.
+        Most of a redacted table is such values. ``structural``: every leaf
+        is structural (identifiers: bare digit runs do not count)."""
+        texts = [column_value]
+        if "\\" in column_value:
+            texts = [_ESCAPES.sub(_unescaped, column_value), column_value.replace("\\", " ")]
+        totals, allow, self.counts, self.allow = self.counts, self.allow, dict.fromkeys(self.wanted, 0), frozenset()
+        try:
+            for text in texts:
+                self._text(text, structural)
+                if "card" in self.wanted and "-" in text:
+                    cards = (m.group(1) for m in _NEGATIVE_CARD.finditer(text))
+                    self.counts["card"] += sum(map(check_digits.is_valid_card, cards))
+            return any(self.counts.values())
+        finally:
+            self.counts, self.allow = totals, allow
+
+    def may_count_number(self, value: int) -> bool:
+        """Whether ``number`` could count this integer, under any key."""
+        text = str(value)
+        return any(name in self.wanted and valid(text) for name, valid in _NUMBER_CHECKS)
+
     def number(self, value: int, path: str, info: FieldInfo) -> None:
         # under id-like keys too: the redactor rewrites a validated CPF or card held as an integer anywhere
         text = str(value)
-        for name, valid in (("cpf", check_digits.is_valid_cpf), ("cnpj", check_digits.is_valid_cnpj),
-                            ("card", check_digits.is_valid_card)):  # fmt: skip
+        for name, valid in _NUMBER_CHECKS:
             if name in self.wanted and valid(text):
                 self.counts[name] += 1
                 return
+
+
+def _unescaped(match: regex.Match) -> str:
+    escape = match.group(1)
+    if escape and escape[0] == "u":
+        code = int(escape[1:], 16)
+        return " " if 0xD800 <= code <= 0xDFFF else chr(code)
+    return "/" if escape == "/" else " "
+
+
+class _CleanValues:
+    """Which column values cannot count (``_Counter.may_count``), remembered
+    over the rows of one scan. A JSON text is judged by its strings, so the
+    system prompt in ``request_json`` is the one already judged in
+    ``system_text``, and a message's text the one in ``messages``."""
+
+    def __init__(self, counter: _Counter):
+        self.counter = counter
+        self._memo: dict[str, bool] = {}
+        self._identifiers: dict[str, bool] = {}
+
+    def skip(self, value: str, kind: str) -> bool:
+        clean = self._memo.get(value)
+        if clean is None:
+            clean = self._json_clean(value) if kind == JSON else self._text_clean(value)
+            self._remember(value, clean)
+        return clean
+
+    def _text_clean(self, value: str) -> bool:
+        """Line by line: no pattern but a private key block spans a line break,
+        and the lines of a prompt repeat far more than the prompt does."""
+        clean = self._memo.get(value)
+        if clean is not None:
+            return clean
+        if "\n" not in value or ("PRIVATE KEY" in value and "api_key" in self.counter.wanted):
+            clean = not self.counter.may_count(value)
+        else:
+            clean = all(map(self._line_clean, value.split("\n")))
+        self._remember(value, clean)
+        return clean
+
+    def _line_clean(self, line: str) -> bool:
+        clean = self._memo.get(line)
+        if clean is None:
+            clean = not self.counter.may_count(line)
+            self._remember(line, clean)
+        return clean
+
+    def identifiers_clean(self, values: list[Any]) -> bool:
+        """Columns read as identifiers (``_IdentifierCounter``): every string
+        judged as structural, once per scan. A string of letters and digits
+        with no capital (a hex hash, a bare number) cannot count there: a
+        formatted number needs punctuation, an email "@", an API key "-", "_"
+        or capitals."""
+        memo = self._identifiers
+        for value in _identifier_strings(values):
+            if value.isalnum() and (value.islower() or value.isdigit()):
+                continue
+            clean = memo.get(value)
+            if clean is None:
+                clean = not self.counter.may_count(value, structural=True)
+                if len(memo) >= GATE_MEMO_LIMIT:
+                    memo.clear()
+                memo[value] = clean
+            if not clean:
+                return False
+        return True
+
+    def _remember(self, value: str, clean: bool) -> None:
+        if len(self._memo) >= GATE_MEMO_LIMIT:
+            self._memo.clear()
+        self._memo[value] = clean
+
+    def _json_clean(self, value: str) -> bool:
+        try:
+            orjson.loads(value)  # valid JSON: its leaves are its string and number tokens
+        except orjson.JSONDecodeError:
+            return self._json_clean_slowly(value)
+        strings, numbers = _tokens(value)
+        return all(map(self._text_clean, strings)) and not any(map(self.counter.may_count_number, numbers))
+
+    def _json_clean_slowly(self, value: str) -> bool:
+        """What orjson does not parse (NaN, integers over 64 bits) or no JSON at all."""
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return not self.counter.may_count(value)
+        strings: list[str] = []
+        numbers: list[int] = []
+        _strings(parsed, strings, numbers)
+        return all(map(self._text_clean, strings)) and not any(map(self.counter.may_count_number, numbers))
 
 
 class _IdentifierCounter:
@@ -203,6 +340,55 @@ def _as_json(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _as_json(v) for k, v in value.items()}
     return value
+
+
+def _strings(value: Any, out: list[str], numbers: list[int] | None = None) -> None:
+    """Every string in a value (lists, tuples, dict values), in order; and the
+    integers large enough to be an entity, when ``numbers`` is given."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _strings(item, out, numbers)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out, numbers)
+    elif numbers is not None and isinstance(value, int) and not isinstance(value, bool) and abs(value) >= MIN_NUMBER:
+        numbers.append(value)
+
+
+# In valid JSON: a string token (its escaped text), an integer token of eight digits or more
+_JSON_STRING = regex.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"')
+_JSON_LONG_INT = regex.compile(r"(?<![\d.eE+-])-?\d{8,}(?![.eE\d])")
+_EIGHT_DIGITS = regex.compile(r"\d{8}")
+
+
+def _tokens(json_text: str) -> tuple[list[str], list[int]]:
+    """The string tokens (escaped: ``may_count`` reads escapes) and the integers
+    of at least eight digits (smaller ones cannot be an entity) of valid JSON."""
+    if '\\"' in json_text:
+        strings = _JSON_STRING.findall(json_text)
+        outside = _JSON_STRING.sub(" ", json_text)
+    else:  # no escaped quote: every quote opens or closes a string
+        parts = json_text.split('"')
+        strings, outside = parts[1::2], " ".join(parts[0::2])
+    numbers = [int(n) for n in _JSON_LONG_INT.findall(outside)] if _EIGHT_DIGITS.search(outside) else []
+    return strings, numbers
+
+
+def _no_value(value: Any) -> None:
+    return None  # a timestamp or date is no identifier
+
+
+def _identifier_strings(values: list[Any]) -> list[str]:
+    """Every string in these values (dict keys too), escaped as JSON, at C speed."""
+    try:
+        text = orjson.dumps(values, default=_no_value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATETIME)
+    except TypeError:
+        strings: list[str] = []
+        _strings(values, strings)
+        return strings
+    return _tokens(text.decode())[0]
 
 
 def _records(frame: Any, columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -241,10 +427,12 @@ def residual_counts(
         raise ValueError(f"no text columns to scan: give columns= (table {table!r}, frame has {sorted(present)})")
     counts = []
     memo: dict = {}
+    clean = _CleanValues(_Counter(tuple(patterns), allow))
     for row in _records(frame, scanned):
         counter = _Counter(tuple(patterns), allow, memo)
         if table in FIELDS:
-            walk_row(row, table, walker, counter, policy.is_public_document if policy.public_documents else None)
+            public = policy.is_public_document if policy.public_documents else None
+            walk_row(row, table, walker, counter, public, clean.skip)
         else:
             for column in scanned:
                 walker.walk(row.get(column), column, counter)
@@ -253,25 +441,36 @@ def residual_counts(
 
 
 def row_residuals(
-    rows: Sequence[Mapping[str, Any]], table: str, policy: Policy, patterns: Sequence[str] = PATTERNS
+    rows: Sequence[Mapping[str, Any]],
+    table: str,
+    policy: Policy,
+    patterns: Sequence[str] = PATTERNS,
+    *,
+    walk_all: bool = False,
 ) -> list[tuple[str, ...]]:
     """For each row, the pattern classes found in ANY of its text (the redactor's
     text columns, and every other column read as identifiers); () when clean.
-    The pre-write screen of ingest: a row with a class is quarantined, not written."""
+    The pre-write screen of ingest: a row with a class is quarantined, not written.
+    Values in which no pattern matches at all are not walked leaf by leaf
+    (``walk_all``: walk them anyway; the same result, slower)."""
     walker = JsonWalker(FieldRules(policy))
     allow = frozenset(v.casefold() for v in policy.allow_list)
     spec = FIELDS.get(table, {})
     public = policy.is_public_document if policy.public_documents else None
     found = []
     memo: dict = {}
+    clean = _CleanValues(_Counter(tuple(patterns), allow))
+    skip = None if walk_all else clean.skip
     for row in rows:
         counter = _Counter(tuple(patterns), allow, memo)
         if spec:
-            walk_row(dict(row), table, walker, counter, public)
-        others = _IdentifierCounter(counter)
-        for column, value in row.items():
-            if column not in spec and value is not None:
-                walker.walk(_as_json(value), column, others)
+            walk_row(dict(row), table, walker, counter, public, skip)
+        other = [value for column, value in row.items() if column not in spec and value is not None]
+        if other and (walk_all or not clean.identifiers_clean(other)):
+            others = _IdentifierCounter(counter)
+            for column, value in row.items():
+                if column not in spec and value is not None:
+                    walker.walk(_as_json(value), column, others)
         found.append(tuple(p for p in patterns if counter.counts[p]))
     return found
 

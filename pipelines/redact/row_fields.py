@@ -48,11 +48,13 @@ def walk_row(
     walker: JsonWalker,
     visitor: Visitor,
     public_document: Callable[[str | None], bool] | None = None,
+    skip: Callable[[str, str], bool] | None = None,
 ) -> dict[str, Any]:
     """The row with every text-bearing column visited; the same dict when
     nothing changed. Retrieved documents whose doc_id ``public_document``
-    accepts (the policy's ``public_documents``) are not visited."""
-    return _walk(row, FIELDS[table], "", walker, visitor, public_document)
+    accepts (the policy's ``public_documents``) are not visited, nor is a
+    text or JSON-text value ``skip(value, TEXT | JSON)`` accepts."""
+    return _walk(row, FIELDS[table], "", walker, visitor, public_document, skip)
 
 
 _CHILDREN: dict[tuple[int, str], list[tuple[str, Any, str]]] = {}
@@ -73,6 +75,7 @@ def _walk(
     walker: JsonWalker,
     visitor: Visitor,
     public_document: Callable[[str | None], bool] | None = None,
+    skip: Callable[[str, str], bool] | None = None,
 ) -> Any:
     """``value`` is a struct (dict) or a list of structs described by ``spec``."""
     if isinstance(value, list):
@@ -80,7 +83,7 @@ def _walk(
         for i, item in enumerate(value):
             if path == DOCUMENTS and public_document is not None and public_document(item.get("doc_id")):
                 continue
-            new = _walk(item, spec, path, walker, visitor, public_document)
+            new = _walk(item, spec, path, walker, visitor, public_document, skip)
             if new is not item:
                 changed = changed or list(value)
                 changed[i] = new
@@ -92,12 +95,12 @@ def _walk(
         item = value.get(key)
         if item is None:
             continue
-        if sub == TEXT:
-            new = walker.walk(item, child, visitor) if isinstance(item, str) else item
-        elif sub == JSON:
-            new = walker.walk_json_text(item, child, visitor) if isinstance(item, str) else item
+        if sub == TEXT or sub == JSON:
+            if not isinstance(item, str) or (skip is not None and skip(item, sub)):
+                continue
+            new = walker.walk(item, child, visitor) if sub == TEXT else walker.walk_json_text(item, child, visitor)
         else:
-            new = _walk(item, sub, child, walker, visitor, public_document)
+            new = _walk(item, sub, child, walker, visitor, public_document, skip)
         if new is not item:
             changed = changed or dict(value)
             changed[key] = new

@@ -9,8 +9,9 @@ import json
 import polars as pl
 import pytest
 
+from pipelines.redact.policy import load_policy
 from pipelines.redact.redactor import Redactor
-from pipelines.redact.residual import patterns_for_mode, residual_pii_check
+from pipelines.redact.residual import patterns_for_mode, residual_pii_check, row_residuals
 from pipelines.resources.warehouse import to_arrow
 from tests.redact.conftest import KEYS
 
@@ -92,3 +93,51 @@ def test_synthetic_tables_are_checked_for_what_synthetic_mode_cannot_write(corpu
     assert not residual_pii_check(frame(rows), "calls").passed  # fakes pass their check digits by design
     report = residual_pii_check(frame(rows), "calls", patterns=patterns_for_mode("synthetic"))
     assert report.passed and set(report.counts) == {"email", "api_key"}
+
+
+# Values where a quick look at the whole column could miss a leaf's match: after a
+# JSON escape, inside JSON inside JSON, after a literal backslash, written with
+# \u escapes or an escaped slash, as a negative integer, or in an identifier column.
+TRICKY = {
+    "output_text": "Linha 1\n529.982.247-25",
+    "error_message": "C:\\rk_live_" + "Zq9" * 8,
+    "extra_json": [
+        json.dumps({"note": "a\n529.982.247-25"}),
+        json.dumps({"inner": json.dumps({"nota": "b\n52998224725"})}),
+        json.dumps({"amount": -4111111111111111}),
+        json.dumps({"e": "José joana.prado@gmail.com"}, ensure_ascii=True),
+        '{"c": "11.222.333\\/0001-81"}',
+        json.dumps({"k": "-----BEGIN PRIVATE KEY-----\n" + "MIIEv" * 10 + "\n-----END PRIVATE KEY-----"}),
+    ],
+    "session_id": "joana.prado@gmail.com",
+    "tags": {"cpf": "529.982.247-25"},
+}
+
+
+def tricky_rows(calls: list[dict]) -> list[dict]:
+    rows = []
+    for i, (column, values) in enumerate(TRICKY.items()):
+        for j, value in enumerate(values if isinstance(values, list) else [values]):
+            row = copy.deepcopy(calls[(i * 7 + j) % len(calls)])
+            row[column] = value
+            rows.append(row)
+    return rows
+
+
+def test_the_screen_finds_what_walking_every_leaf_finds(corpus_rows, redacted_rows):
+    policy = load_policy()
+    tricky = tricky_rows(redacted_rows.calls)
+    found = row_residuals(tricky, "calls", policy)
+    assert all(found), [TRICKY_NAMES[i] for i, f in enumerate(found) if not f]
+    for rows, table in (
+        (tricky, "calls"),
+        (corpus_rows[0], "calls"),
+        (corpus_rows[1], "spans"),
+        (redacted_rows.calls, "calls"),
+        (redacted_rows.spans, "spans"),
+    ):
+        assert row_residuals(rows, table, policy) == row_residuals(rows, table, policy, walk_all=True), table
+    assert sum(map(bool, row_residuals(corpus_rows[0], "calls", policy))) > len(corpus_rows[0]) // 2
+
+
+TRICKY_NAMES = [f"{c}[{j}]" for c, v in TRICKY.items() for j in range(len(v) if isinstance(v, list) else 1)]

@@ -1,0 +1,57 @@
+"""The redaction stage of one tracelake tree, for bench/redact.py (run as a subprocess).
+
+    python bench/redact_stage.py TREE WORK.pickle OUT.json [--ner-everywhere]
+
+TREE holds ``pipelines/``: this checkout, or the baseline commit's as ``git
+archive`` extracted it. It goes first on ``sys.path``, so what runs is that
+tree's code (spawned workers inherit the path), started cold. WORK.pickle holds what the bench
+prepared: the day's rows, the labelled corpora's rows, the settings. The
+stage is the bench's: ``Redactor.redact_rows``, then the pre-write screen
+(``residual.row_residuals`` over calls and spans). ``--ner-everywhere``: the
+redactor the issue measured, NER reading every system prompt, templated or
+not (what the code did before commit 1e37f78).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    tree, work_file, out_file = sys.argv[1:4]
+    sys.path.insert(0, tree)
+    from pipelines.redact.keys import KeyRing
+    from pipelines.redact.policy import load_policy
+    from pipelines.redact.redactor import Redactor
+    from pipelines.redact.residual import row_residuals
+
+    if "--ner-everywhere" in sys.argv:
+        Redactor._walker_for = lambda self, call: self.walker
+    work = pickle.loads(Path(work_file).read_bytes())
+    policy = load_policy()
+    keys = KeyRing.from_secrets(*work["keys"])
+    calls, spans = work["day"]
+    t = time.perf_counter()
+    with Redactor(policy, work["mode"], keys, work["workers"], ner=work["ner"]) as redactor:
+        result = redactor.redact_rows(calls, spans)
+    redact_s = time.perf_counter() - t
+    t = time.perf_counter()
+    held = sum(map(bool, row_residuals(result.calls, "calls", policy))) + sum(
+        map(bool, row_residuals(result.spans, "spans", policy))
+    )
+    screen_s = time.perf_counter() - t
+    corpora = {}
+    with Redactor(policy, "placeholder", keys, 1, ner=work["ner"]) as redactor:
+        for name, (c, s) in work["corpora"].items():
+            out = redactor.redact_rows(c, s)
+            corpora[name] = json.dumps([out.calls, out.spans], ensure_ascii=False, default=str)
+    timings = {"redact_s": redact_s, "screen_s": screen_s, "held": held, "stats": result.stats}
+    Path(out_file).write_text(json.dumps({**timings, "corpora": corpora}))
+
+
+if __name__ == "__main__":
+    main()
