@@ -334,6 +334,7 @@ class Warehouse(dg.ConfigurableResource):
             partition_by=list(PARTITIONS[name]) or None,
             schema_mode="merge",
             commit_properties=_commit_properties(txn),
+            writer_properties=WRITER_PROPERTIES,
         )
         return MergeResult(name, table.version(), data.num_rows, inserted=data.num_rows, committed=True)
 
