@@ -612,8 +612,3 @@ def _slots(sets: _Sets, slots: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.D
         return pl.DataFrame(schema={"_row": pl.UInt32, **VERDICT_SCHEMA}), bad
     key = ["_gid", "_today_eq", "_recorded_eq", "_system_null", "_system_algorithm"]
     return _spread(sets, slots, key, system_of=_PerCallSystem()), bad
-
-
-def verdict_rows(verdicts: pl.DataFrame) -> list[RotCheck]:
-    """The frame back as ``RotCheck`` objects (for callers of ``Checker.check_all``)."""
-    return [RotCheck(**row) for row in verdicts.iter_rows(named=True)]
