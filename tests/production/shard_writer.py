@@ -3,9 +3,9 @@ of this shard (``hash:SHARDS``, pipelines/shards.py), merged into the shared Del
 
     python -m tests.production.shard_writer SOURCE_URI WAREHOUSE_URI ENDPOINT DAY SHARD SHARDS
 
-The same steps as the ingest asset (list, read, parse, settle with stored calls, merge
-calls, spans, quarantine, then ingest_log last), without redaction, which has nothing
-to do with how writers share tables. Prints what each merge did, as JSON.
+The ingest asset's write plan (``pipelines.ingest_plan.plan_day``: parse, settle with
+stored calls, then calls, spans, quarantine and ingest_log last), without redaction,
+which has nothing to do with how writers share tables. Prints what each merge did, as JSON.
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
 import polars as pl
 
-from pipelines.ingest import SourceObject, existing_calls_to_read, ingest_objects, settle_with_existing
+from pipelines.ingest import SourceObject
+from pipelines.ingest_plan import plan_day
 from pipelines.resources.object_store import CorruptObject, ObjectStore
 from pipelines.resources.warehouse import Warehouse, to_arrow
 
@@ -25,25 +27,39 @@ RUN_ID = "shard-test"
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
 
 
-def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int, shards: int) -> dict:
-    listed = source.list_day(day, shard)
-    objects = []
-    for info in listed:
+def _read(source: ObjectStore, todo: list) -> Iterator[SourceObject]:
+    for info in todo:
         fields = dict(key=info.key, uri=source.uri_for(info.key), etag=info.etag, size=info.size)
         try:
-            objects.append(SourceObject(**fields, last_modified=info.last_modified, data=source.read(info.key)))
+            yield SourceObject(**fields, last_modified=info.last_modified, data=source.read(info.key))
         except CorruptObject as e:
-            objects.append(SourceObject(**fields, last_modified=info.last_modified, read_error=str(e)))
-    batch = ingest_objects(objects, day, RUN_ID, NOW, source.format_overrides)
-    trace_ids, days = existing_calls_to_read(batch)
-    if trace_ids:
-        where = pl.col("trace_id").is_in(sorted(trace_ids)) & pl.col("occurred_date").is_in(sorted(days))
-        settle_with_existing(batch, to_arrow("calls", warehouse.read("calls", where)).to_pylist())
+            yield SourceObject(**fields, last_modified=info.last_modified, data=e.partial, read_error=str(e))
+
+
+def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int, shards: int) -> dict:
+    listed = source.list_day(day, shard)
+
+    def read_calls(trace_ids: list[str], days: list[date]) -> list[dict]:
+        where = pl.col("trace_id").is_in(trace_ids) & pl.col("occurred_date").is_in(days)
+        return to_arrow("calls", warehouse.read("calls", where)).to_pylist()
+
+    # the asset's write plan, without a redactor; other shards write the same day at once
+    plan = plan_day(
+        listed,
+        {},
+        lambda todo: _read(source, todo),
+        read_calls,
+        day=day,
+        run_id=RUN_ID,
+        now=NOW,
+        overrides=source.format_overrides,
+        sole_writer=False,
+    )
     results = [
-        warehouse.merge("calls", batch.calls, partitions=batch.dates("calls")),
-        warehouse.merge("spans", batch.spans, partitions=batch.dates("spans")),
-        warehouse.merge("quarantine", batch.quarantine),
-        warehouse.merge("ingest_log", batch.ingest_log),
+        warehouse.merge(
+            w.table, w.rows, partitions=w.partitions, replace=w.replace, append_when_empty=w.append_when_empty
+        )
+        for w in plan.writes
     ]
     return {"shard": shard, "objects": len(listed), "merges": [dataclasses.asdict(r) for r in results]}
 
