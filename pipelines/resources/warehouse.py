@@ -25,6 +25,7 @@ import polars as pl
 import pyarrow as pa
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
+from deltalake.table import TableMerger
 from pydantic import Field
 
 from pipelines.record.rows import ARROW_ERRORS, misfits
@@ -140,6 +141,20 @@ def _landed(name: str, table: DeltaTable, txn: int, rows_in: int) -> MergeResult
         updated=int(metrics.get("num_target_rows_updated", 0)),
         deleted=int(metrics.get("num_target_rows_deleted", 0)),
         committed=True,
+    )
+
+
+def _merger(table: DeltaTable, data: pa.Table, predicate: str, **options: Any) -> TableMerger:
+    """A merge of ``data`` (alias ``s``) into ``table`` (alias ``t``), written as every tracelake file is."""
+    # merge_schema: a column added to schema.py (top-level or nested) evolves old tables in place
+    return table.merge(
+        data,
+        predicate=predicate,
+        source_alias="s",
+        target_alias="t",
+        merge_schema=True,
+        writer_properties=WRITER_PROPERTIES,
+        **options,
     )
 
 
@@ -297,16 +312,7 @@ class Warehouse(dg.ConfigurableResource):
         if partitions is not None and part_cols:
             predicate += " AND " + in_list(f"t.{part_cols[0]}", partitions)
         before = table.version()
-        # merge_schema: a column added to schema.py (top-level or nested) evolves old tables in place
-        merger = table.merge(
-            data,
-            predicate=predicate,
-            source_alias="s",
-            target_alias="t",
-            merge_schema=True,
-            writer_properties=WRITER_PROPERTIES,
-            commit_properties=_commit_properties(txn),
-        )
+        merger = _merger(table, data, predicate, commit_properties=_commit_properties(txn))
         if "record_sha256" in data.schema.names:
             merger = merger.when_matched_update_all(predicate="t.record_sha256 <> s.record_sha256")
         merger = merger.when_not_matched_insert_all()
@@ -386,15 +392,7 @@ class Warehouse(dg.ConfigurableResource):
 
         def once(table: DeltaTable) -> MergeResult:
             before = table.version()
-            merger = table.merge(
-                data,
-                predicate=predicate,
-                source_alias="s",
-                target_alias="t",
-                merge_schema=True,
-                writer_properties=WRITER_PROPERTIES,
-            )
-            metrics = merger.when_matched_update_all(predicate=guard).execute()
+            metrics = _merger(table, data, predicate).when_matched_update_all(predicate=guard).execute()
             after = table.version()
             updated = metrics.get("num_target_rows_updated", 0)
             return MergeResult(name, after, data.num_rows, updated=updated, committed=after != before)
