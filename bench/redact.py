@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import subprocess
 import sys
@@ -138,7 +139,8 @@ def recall(planted: dict[str, Any], blobs: dict[str, str]) -> dict[str, tuple[in
 def run_stage(tree: Path, work: Path, out: Path, everywhere: bool = False) -> dict[str, Any]:
     """The stage run by ``bench/redact_stage.py`` on ``tree``'s code, in a fresh process."""
     command = [sys.executable, str(ROOT / "bench" / "redact_stage.py"), str(tree), str(work), str(out)]
-    subprocess.run([*command, *(["--ner-everywhere"] if everywhere else [])], check=True)
+    env = {**os.environ, "TRACELAKE_BENCH_NER_EVERYWHERE": "1" if everywhere else "0"}
+    subprocess.run(command, check=True, env=env)
     return json.loads(out.read_text())
 
 

@@ -1,36 +1,48 @@
 """The redaction stage of one tracelake tree, for bench/redact.py (run as a subprocess).
 
-    python bench/redact_stage.py TREE WORK.pickle OUT.json [--ner-everywhere]
+    python bench/redact_stage.py TREE WORK.pickle OUT.json
 
 TREE holds ``pipelines/``: this checkout, or the baseline commit's as ``git
 archive`` extracted it. It goes first on ``sys.path``, so what runs is that
 tree's code (spawned workers inherit the path), started cold. WORK.pickle holds what the bench
 prepared: the day's rows, the labelled corpora's rows, the settings. The
 stage is the bench's: ``Redactor.redact_rows``, then the pre-write screen
-(``residual.row_residuals`` over calls and spans). ``--ner-everywhere``: the
-redactor the issue measured, NER reading every system prompt, templated or
+(``residual.row_residuals`` over calls and spans). With the environment variable
+``TRACELAKE_BENCH_NER_EVERYWHERE=1``: the redactor the issue measured, NER reading every system prompt, templated or
 not (what the code did before commit 1e37f78).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import pickle
 import sys
 import time
 from pathlib import Path
 
+# Set by bench/redact.py for --ner-everywhere. Module level, not in main():
+# spawned workers import this module too (as __mp_main__, the tree already on
+# their path), so the patch reaches the redactors that do the work.
+NER_EVERYWHERE = "TRACELAKE_BENCH_NER_EVERYWHERE"
+if os.environ.get(NER_EVERYWHERE) == "1" and __name__ != "__main__":
+    from pipelines.redact.redactor import Redactor as _Redactor
+
+    _Redactor._walker_for = lambda self, call: self.walker
+
 
 def main() -> None:
     tree, work_file, out_file = sys.argv[1:4]
     sys.path.insert(0, tree)
+    if os.environ.get(NER_EVERYWHERE) == "1":
+        from pipelines.redact.redactor import Redactor as _Redactor
+
+        _Redactor._walker_for = lambda self, call: self.walker
     from pipelines.redact.keys import KeyRing
     from pipelines.redact.policy import load_policy
     from pipelines.redact.redactor import Redactor
     from pipelines.redact.residual import row_residuals
 
-    if "--ner-everywhere" in sys.argv:
-        Redactor._walker_for = lambda self, call: self.walker
     work = pickle.loads(Path(work_file).read_bytes())
     policy = load_policy()
     keys = KeyRing.from_secrets(*work["keys"])
