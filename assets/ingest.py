@@ -12,26 +12,16 @@ import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
-from pipelines.ingest import IngestBatch, SourceObject
+from pipelines.ingest import IngestBatch
 from pipelines.ingest_plan import plan_day
 from pipelines.partitions import daily, day_and_shard, day_of
 from pipelines.redact.residual import patterns_for_mode
-from pipelines.resources.object_store import CorruptObject, ObjectInfo, ObjectStore
+from pipelines.resources.object_store import ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import Warehouse, to_arrow
 from pipelines.traces import rollup
 
 READ_THREADS = 8
-
-
-def _read(source: ObjectStore, info: ObjectInfo) -> SourceObject:
-    fields = dict(
-        key=info.key, uri=source.uri_for(info.key), etag=info.etag, size=info.size, last_modified=info.last_modified
-    )
-    try:
-        return SourceObject(**fields, data=source.read(info.key))
-    except CorruptObject as e:
-        return SourceObject(**fields, data=e.partial, read_error=str(e))
 
 
 def _last_etags(warehouse: Warehouse, keys: list[str]) -> dict[str, str]:
@@ -69,7 +59,7 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     def read_objects(todo: list[ObjectInfo]):
         # reads are I/O: threads; parsing (in the core) is one process
         with ThreadPoolExecutor(READ_THREADS) as readers:
-            yield from readers.map(lambda info: _read(source, info), todo)
+            yield from readers.map(source.source_object, todo)
 
     def read_calls(trace_ids: list[str], days: list) -> list[dict]:
         where = pl.col("trace_id").is_in(trace_ids) & pl.col("occurred_date").is_in(days)

@@ -26,11 +26,10 @@ import anthropic
 from pipelines.llm.direct import Sent, simulated_response
 from pipelines.llm.ledger import BATCHES, Ledger, batch_row, now, open_batches, with_state
 from pipelines.llm.params import refused_sampling, sampling_record, wire_body
-from pipelines.llm.request import LLMRequest
+from pipelines.llm.request import PERMANENT_ERROR_TYPES, LLMRequest
 from pipelines.llm.response import failed, succeeded
 
 log = logging.getLogger(__name__)
-TERMINAL_ERRORS = ("invalid_request_error", "authentication_error", "permission_error", "not_found_error")
 
 
 @dataclass
@@ -178,7 +177,7 @@ class BatchSender:
             error = (result.get("error") or {}).get("error") or {}
             error_type, message = error.get("type", "api_error"), error.get("message", "")
             text = f"batch {error_type}: {message}"
-            if error_type in TERMINAL_ERRORS:
+            if error_type in PERMANENT_ERROR_TYPES:
                 wire = wire_body(request.body, cache_prefix=False, dropped=entry.dropped)
                 refused = refused_sampling(message, wire)
                 if refused:

@@ -13,11 +13,10 @@ TERMINAL = ("succeeded", "errored", "expired", "canceled", "refused_budget")
 # without access): a stored one is final. Any other failure (still overloaded or
 # rate-limited after the retries, timed out, expired, canceled) is sent again by
 # the next run.
+# the API's error types for those (a batch entry's ``error.type``)
+PERMANENT_ERROR_TYPES = ("invalid_request_error", "authentication_error", "permission_error", "not_found_error")
 PERMANENT_ERRORS = (
-    "invalid_request_error",
-    "authentication_error",
-    "permission_error",
-    "not_found_error",
+    *PERMANENT_ERROR_TYPES,
     "request_too_large",
     "BadRequestError",
     "AuthenticationError",

@@ -31,6 +31,7 @@ import zstandard
 from botocore.config import Config
 from pydantic import Field
 
+from pipelines.ingest import SourceObject
 from pipelines.shards import ShardSpec
 
 T = TypeVar("T")
@@ -303,6 +304,17 @@ class ObjectStore(dg.ConfigurableResource):
     @cached_property
     def decompression_slots(self) -> threading.BoundedSemaphore:
         return threading.BoundedSemaphore(self.max_concurrent_decompressions)
+
+    def source_object(self, info: ObjectInfo) -> SourceObject:
+        """``info``'s object as the ingest core takes it: its bytes, or, for a
+        corrupt one, what came before the break and why."""
+        fields = dict(
+            key=info.key, uri=self.uri_for(info.key), etag=info.etag, size=info.size, last_modified=info.last_modified
+        )
+        try:
+            return SourceObject(**fields, data=self.read(info.key))
+        except CorruptObject as e:
+            return SourceObject(**fields, data=e.partial, read_error=str(e))
 
     def read(self, key: str) -> bytes:
         """The object's bytes, decompressed per its suffix; raises CorruptObject

@@ -13,27 +13,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-from collections.abc import Iterator
 from datetime import UTC, date, datetime
 
 import polars as pl
 
-from pipelines.ingest import SourceObject
 from pipelines.ingest_plan import plan_day
-from pipelines.resources.object_store import CorruptObject, ObjectStore
+from pipelines.resources.object_store import ObjectStore
 from pipelines.resources.warehouse import Warehouse, to_arrow
 
 RUN_ID = "shard-test"
 NOW = datetime(2026, 11, 30, 3, 0, tzinfo=UTC)
-
-
-def _read(source: ObjectStore, todo: list) -> Iterator[SourceObject]:
-    for info in todo:
-        fields = dict(key=info.key, uri=source.uri_for(info.key), etag=info.etag, size=info.size)
-        try:
-            yield SourceObject(**fields, last_modified=info.last_modified, data=source.read(info.key))
-        except CorruptObject as e:
-            yield SourceObject(**fields, last_modified=info.last_modified, data=e.partial, read_error=str(e))
 
 
 def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int, shards: int) -> dict:
@@ -47,7 +36,7 @@ def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int
     plan = plan_day(
         listed,
         {},
-        lambda todo: _read(source, todo),
+        lambda todo: map(source.source_object, todo),
         read_calls,
         day=day,
         run_id=RUN_ID,
