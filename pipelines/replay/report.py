@@ -100,7 +100,12 @@ def plot_deltas(summary: Iterable[Mapping[str, Any]], path: Path, title: str) ->
                 color=color,
                 capsize=3,
             )
-        ax.set_yticks(ys, [f"{r['segment_key']} (n={r['n']})" for r in rows], fontsize=8)
+        # over several days each segment has a row per day: say which
+        dated = len({r.get("day") for r in rows}) > 1
+        labels = [
+            f"{r['segment_key']} {r['day']} (n={r['n']})" if dated else f"{r['segment_key']} (n={r['n']})" for r in rows
+        ]
+        ax.set_yticks(ys, labels, fontsize=8)
         ax.axvline(0, color="lightgray", linewidth=1)
         ax.set_xlim(-1.05, 1.05)
         ax.set_xlabel("improved share - regressed share (95% interval)")
