@@ -3,10 +3,14 @@
     python bench/shards.py                          # 10k, 40k and 160k-call demo days
     python bench/shards.py --sizes 2000,8000        # quick
     python bench/shards.py --calls-per-shard 5000   # shards sized to the day (the default)
+    python bench/shards.py --mode hash              # hash:N shards (they merge into every hour)
 
 For each day size, one run ingests the whole day (unsharded), then the same day is
-ingested as ``hash:N`` shards (N = calls / calls-per-shard), one run after another into
-one set of tables. Every run is its own OS process; its peak RSS and CPU time are the
+ingested as ``hour:N`` shards, N the fewest (of 2, 3, 4, 6, 8, 12, 24 and multiples
+of 24) whose largest shard holds at most calls-per-shard calls by source bytes (the
+demo's traffic peaks in the afternoon, so hour shards are uneven), one run after
+another into one set of tables; with ``--mode hash``, ``hash:N`` with N = calls /
+calls-per-shard. Every run is its own OS process; its peak RSS and CPU time are the
 kernel's (``os.wait4`` rusage, ``ru_maxrss``), its wall time includes starting Python.
 CPU seconds say more than wall time on a loaded machine.
 
@@ -46,7 +50,9 @@ from rich.table import Table  # noqa: E402
 
 from pipelines.demo import generate  # noqa: E402
 from pipelines.record.schema import KEYS  # noqa: E402
+from pipelines.resources.object_store import ObjectStore  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
+from pipelines.shards import HOURS, ShardSpec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "shards"
@@ -61,6 +67,7 @@ class Run:
     cpu_seconds: float
     peak_mb: float
     objects: int
+    calls: int
 
 
 def demo_day(calls: int, console: Console) -> tuple[Path, dict]:
@@ -77,12 +84,27 @@ def demo_day(calls: int, console: Console) -> tuple[Path, dict]:
     return folder / "source", json.loads(done.read_text())
 
 
-def one_run(source: Path, warehouse: Path, shard: int, shards: int) -> Run:
-    """One ingest run (shard ``shard`` of ``hash:shards``) in a process of its own."""
+def shard_spec(source: Path, summary: dict, mode: str, calls_per_shard: int) -> ShardSpec:
+    """The sharding a bench day runs with (see the module's docstring)."""
+    if mode == "hash":
+        return ShardSpec("hash", max(2, math.ceil(summary["calls"] / calls_per_shard)))
+    most = calls_per_shard * summary["bytes"] / summary["calls"]
+    for count in (2, 3, 4, 6, 8, 12, *range(HOURS, 100 * HOURS, HOURS)):
+        by_shard = ObjectStore(uri=str(source), shards=f"hour:{count}").list_day_by_shard(DAY)
+        if max(sum(o.size for o in found) for found in by_shard.values()) <= most:
+            return ShardSpec("hour", count)
+    raise SystemExit(f"no hour sharding keeps shards under {calls_per_shard} calls")
+
+
+def one_run(source: Path, warehouse: Path, shard: int, spec: ShardSpec) -> Run:
+    """One ingest run (shard ``shard`` of ``spec``; the whole day for ``1``) in a process of its own."""
     argv = [sys.executable, "-m", "tests.production.shard_writer", str(source), str(warehouse), ""]
     started = time.perf_counter()
     process = subprocess.Popen(
-        [*argv, DAY.isoformat(), str(shard), str(shards)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        [*argv, DAY.isoformat(), str(shard), str(spec) if spec.sharded else "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     # wait4 gives this child's own rusage: ru_maxrss is its peak resident set, in KiB on Linux
     _, status, usage = os.wait4(process.pid, 0)
@@ -90,9 +112,10 @@ def one_run(source: Path, warehouse: Path, shard: int, shards: int) -> Run:
     out, err = process.stdout.read(), process.stderr.read()
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
-        raise SystemExit(f"shard {shard}/{shards} failed ({process.returncode}):\n{err.decode()[-3000:]}")
+        raise SystemExit(f"shard {shard} of {spec} failed ({process.returncode}):\n{err.decode()[-3000:]}")
     report = json.loads(out.decode().strip().splitlines()[-1])
-    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, report["objects"])
+    calls = next(m["rows_in"] for m in report["merges"] if m["table"] == "calls")
+    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, report["objects"], calls)
 
 
 def _keys(warehouse: Path, table: str) -> pl.DataFrame:
@@ -102,7 +125,10 @@ def _keys(warehouse: Path, table: str) -> pl.DataFrame:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,40000,160000", help="calls per demo day, comma-separated")
-    parser.add_argument("--calls-per-shard", type=int, default=5000, help="shards sized to the day: calls / this")
+    parser.add_argument("--calls-per-shard", type=int, default=5000, help="shards sized to the day: at most this")
+    parser.add_argument(
+        "--mode", choices=("hour", "hash"), default="hour", help="hour:N (the default) or hash:N shards"
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     console = Console(width=None if sys.stdout.isatty() else 180)
@@ -110,39 +136,48 @@ def main() -> None:
     rows = []
     for calls in sizes:
         source, summary = demo_day(calls, console)
-        shards = max(2, math.ceil(summary["calls"] / args.calls_per_shard))
+        spec = shard_spec(source, summary, args.mode, args.calls_per_shard)
+        shards = spec.count
         with tempfile.TemporaryDirectory(prefix="tracelake-shards-") as tmp:
             whole_wh, split_wh = Path(tmp) / "whole", Path(tmp) / "sharded"
             with console.status(f"{summary['calls']:,} calls: the whole day in one run"):
-                whole = one_run(source, whole_wh, 0, 1)
+                whole = one_run(source, whole_wh, 0, ShardSpec())
             runs = []
             with Progress(console=console, transient=True) as progress:
-                task = progress.add_task(f"{summary['calls']:,} calls: {shards} shard runs", total=shards)
+                task = progress.add_task(f"{summary['calls']:,} calls: {spec} shard runs", total=shards)
                 for shard in range(shards):
-                    runs.append(one_run(source, split_wh, shard, shards))
+                    runs.append(one_run(source, split_wh, shard, spec))
                     progress.advance(task)
             same = all(_keys(whole_wh, t).equals(_keys(split_wh, t)) for t in COMPARED)
         assert sum(r.objects for r in runs) == whole.objects == summary["objects"]
-        rows.append((summary, whole, shards, runs, same))
+        rows.append((summary, whole, spec, runs, same))
         worst = max(runs, key=lambda r: r.peak_mb)
         console.print(
             f"{summary['calls']:,} calls: whole day {whole.peak_mb:,.0f} MB / {whole.seconds:.1f} s; "
-            f"{shards} shards: at most {worst.peak_mb:,.0f} MB ({worst.seconds:.1f} s) a run"
+            f"{spec}: at most {worst.peak_mb:,.0f} MB ({worst.seconds:.1f} s, {worst.calls:,} calls) a run"
         )
 
     table = Table(
-        title=f"One ingest run: the whole day vs one shard of it (hash shards of ~{args.calls_per_shard:,} calls)"
+        title=f"One ingest run: the whole day vs one shard ({args.mode} shards of ≤ ~{args.calls_per_shard:,} calls)"
     )
     for name in ("calls", "objects", "source MB"):
         table.add_column(name, justify="right")
     for name in ("whole: peak RSS", "wall", "CPU"):
         table.add_column(name, justify="right", style="yellow")
-    for name in ("shards", "shard: peak RSS (max)", "wall (mean/max)", "CPU (mean)", "CPU first/last", "all wall"):
+    for name in (
+        "shards",
+        "calls (max)",
+        "shard: peak RSS (max)",
+        "wall (mean/max)",
+        "CPU (mean)",
+        "CPU first/last",
+        "all wall",
+    ):
         table.add_column(name, justify="right", style="green")
     table.add_column("RSS whole/shard", justify="right")
     table.add_column("same rows", justify="center")
-    for summary, whole, shards, runs, same in rows:
-        peak = max(r.peak_mb for r in runs)
+    for summary, whole, spec, runs, same in rows:
+        peak, shards = max(r.peak_mb for r in runs), spec.count
         table.add_row(
             f"{summary['calls']:,}",
             f"{summary['objects']:,}",
@@ -150,7 +185,8 @@ def main() -> None:
             f"{whole.peak_mb:,.0f} MB",
             f"{whole.seconds:.1f} s",
             f"{whole.cpu_seconds:.1f} s",
-            str(shards),
+            str(spec),
+            f"{max(r.calls for r in runs):,}",
             f"{peak:,.0f} MB",
             f"{sum(r.seconds for r in runs) / shards:.1f}/{max(r.seconds for r in runs):.1f} s",
             f"{sum(r.cpu_seconds for r in runs) / shards:.1f} s",

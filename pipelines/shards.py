@@ -6,8 +6,10 @@ its own run. How is configured per source (``ObjectStore.shards``, from
 
 - ``1`` (the default): one run holds the whole day, as before;
 - ``hour:N``: by the hour in the key after its date (``.../03-000.jsonl.gz``,
-  ``.../14/...``, ``hour=07/``), N shards of contiguous hours (N <= 24); a key
-  that carries no hour goes by the hash of its key;
+  ``.../14/...``, ``hour=07/``), N shards of contiguous hours (N <= 24), or, for
+  N a multiple of 24, N/24 shards of each hour (by the hash of the key inside it);
+  a key that carries no hour goes by the hash of its key. `calls` and `spans` are
+  laid out by hour too (``schema.PARTITIONS``): a shard's merge reads only its hours;
 - ``hash:N``: by a stable hash of the key (sha256), for layouts without hours.
 
 Every key belongs to exactly one shard, computed from the key alone, so any
@@ -58,8 +60,11 @@ class ShardSpec:
             raise ValueError(
                 f"TRACELAKE_SHARDS={text!r}: expected 1 (unsharded), hour:N (1 <= N <= 24) or hash:N (N >= 1)"
             )
-        if mode == "hour" and int(count) > HOURS:
-            raise ValueError(f"TRACELAKE_SHARDS={text!r}: a day has 24 hours; use hour:N with N <= 24 or hash:N")
+        if mode == "hour" and int(count) > HOURS and int(count) % HOURS:
+            raise ValueError(
+                f"TRACELAKE_SHARDS={text!r}: a day has 24 hours; use hour:N with N <= 24, or a multiple of 24 "
+                "(that many shards of each hour), or hash:N"
+            )
         return cls(mode, int(count))
 
     @property
@@ -77,12 +82,18 @@ class ShardSpec:
         run = EXPORT_RUN.match(key)
         if self.mode == "hour":
             hour = int(run["hh"]) if run else hour_of(key if after_date is None else after_date)
-            if hour is not None and hour < HOURS:
+            if hour is not None and hour < HOURS and self.count <= HOURS:
                 return hour * self.count // HOURS
+            if hour is not None and hour < HOURS:
+                per_hour = self.count // HOURS
+                return hour * per_hour + key_hash(export_run(run) if run else key) % per_hour
         return key_hash(export_run(run) if run else key) % self.count
 
     def hours_of(self, shard: int) -> range:
         """The hours an hour shard covers (keys without an hour come by hash on top)."""
+        if self.count > HOURS:
+            hour = shard // (self.count // HOURS)
+            return range(hour, hour + 1)
         return range(-(-shard * HOURS // self.count), -(-(shard + 1) * HOURS // self.count))
 
 

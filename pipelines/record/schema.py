@@ -850,8 +850,10 @@ KEYS: dict[str, tuple[str, ...]] = {
     "llm_batches": ("batch_id",),
 }
 PARTITIONS: dict[str, tuple[str, ...]] = {
-    "calls": ("occurred_date",),
-    "spans": ("occurred_date",),
+    # the hour (UTC) of occurred_at, a column storage adds (record/stored.py): a shard's merge
+    # reads only the hours its rows fall in, not the whole day
+    "calls": ("occurred_date", "occurred_hour"),
+    "spans": ("occurred_date", "occurred_hour"),
     "traces": ("occurred_date",),
     "ingest_log": (),
     "quarantine": ("ingested_date",),

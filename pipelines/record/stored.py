@@ -15,6 +15,10 @@ query engine reading the Delta files directly sees the stored form; the README's
   (``llm_spans``), built from ``calls`` exactly as ``record.rows.span_for_call``
   builds them. An llm span with anything more (an agent's step index, source
   attributes) is stored as it is.
+- ``calls`` and ``spans`` store one column the row does not have: ``occurred_hour``,
+  the UTC hour of ``occurred_at``, their second partition column (``schema.PARTITIONS``).
+  A call's hour never changes, so a merge can look for it in its hour's files only
+  (``Warehouse.merge``); reading drops the column again (``LAYOUT_COLUMNS``).
 - ``record_sha256`` is the merge's change detector. In ``calls`` it is the
   record's pinned identity (tests/pinned) and keeps all 64 hex digits; in every
   other table only a change has to be noticed, so the first 16 (64 bits) are kept.
@@ -39,6 +43,9 @@ from pipelines.record.schema import CALLS, SPANS
 CHANGE_DIGEST_CHARS = 16
 # tables whose record_sha256 is more than a change detector
 FULL_RECORD_DIGEST = frozenset({"calls"})
+HOUR = "occurred_hour"
+# what storage adds to a table's rows to lay its files out: derived, dropped again on reading
+LAYOUT_COLUMNS: dict[str, tuple[str, ...]] = {"calls": (HOUR,), "spans": (HOUR,)}
 
 
 def computed_request_sha256() -> pl.Expr:
@@ -66,6 +73,13 @@ def to_stored(name: str, data: pa.Table) -> pa.Table:
     if "record_sha256" in names and name not in FULL_RECORD_DIGEST:
         digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
         data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
+    return with_layout(name, data)
+
+
+def with_layout(name: str, data: pa.Table) -> pa.Table:
+    """``data`` with the columns its table is laid out by (``LAYOUT_COLUMNS``) added where missing."""
+    if HOUR in LAYOUT_COLUMNS.get(name, ()) and HOUR not in data.schema.names:
+        data = data.append_column(HOUR, pc.cast(pc.hour(data["occurred_at"]), pa.int32()))
     return data
 
 
@@ -141,6 +155,8 @@ def _call_types() -> dict[str, pl.DataType]:
 def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.LazyFrame | None]) -> pl.LazyFrame:
     """The rows of a stored table as the core built them (digests stay short).
     ``stored_scan`` scans another table as stored (None when it does not exist)."""
+    if name in LAYOUT_COLUMNS:
+        frame = frame.drop(LAYOUT_COLUMNS[name], strict=False)
     if name == "calls":
         return frame.with_columns(computed_request_sha256())
     if name == "spans":

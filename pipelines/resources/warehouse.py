@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import dagster as dg
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 from deltalake import ColumnProperties, CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 from deltalake.table import TableMerger
@@ -30,7 +31,7 @@ from pydantic import Field
 
 from pipelines.record.rows import ARROW_ERRORS, misfits
 from pipelines.record.schema import KEYS, PARTITIONS, TABLES
-from pipelines.record.stored import from_stored, to_stored
+from pipelines.record.stored import HOUR, LAYOUT_COLUMNS, from_stored, to_stored, with_layout
 from pipelines.resources.object_store import read_again
 
 log = logging.getLogger(__name__)
@@ -144,6 +145,108 @@ def _landed(name: str, table: DeltaTable, txn: int, rows_in: int) -> MergeResult
     )
 
 
+def partition_columns(table: DeltaTable) -> list[str]:
+    """How the table's files are actually laid out (an older table may predate ``PARTITIONS``)."""
+    return list(table.metadata().partition_columns)
+
+
+def narrowing(table: DeltaTable, data: pa.Table, partitions: Iterable[Any] | None) -> str:
+    """The literal predicate (`` AND ...``) that confines a merge to the files its rows can
+    match: the days ``partitions`` and, where the table is laid out by hour, the hours the
+    rows fall in. delta-rs prunes files only by literals: ``t.occurred_hour = s.occurred_hour``
+    scans every file (field-notes.md)."""
+    columns = partition_columns(table)
+    if partitions is None or not columns:
+        return ""
+    predicate = " AND " + in_list(f"t.{columns[0]}", partitions)
+    hours = pc.unique(data[HOUR]).to_pylist() if HOUR in columns and HOUR in data.schema.names else [None]
+    if hours and None not in hours:
+        # a call's hour is that of its occurred_at, which never changes: it is stored in no other hour
+        predicate += " AND " + in_list(f"t.{HOUR}", hours)
+    return predicate
+
+
+def by_stored_hour(table: DeltaTable, data: pa.Table) -> list[pa.Table]:
+    """``data`` in groups merged one after another, so that no merge reads much more than
+    ``MERGE_READ_ROWS`` stored rows, or one hour's when an hour holds more. A shard brings
+    a few rows of hours other than its own (sessions across an hour, objects whose key has
+    no hour); merged at once, they would make it read all of those hours. Rows into hours
+    that hold nothing go with the first group."""
+    columns = partition_columns(table)
+    if HOUR not in columns or HOUR not in data.schema.names or data.num_rows == 0:
+        return [data]
+    day, hour = pl.col(columns[0]), pl.col(HOUR)
+    stored = (
+        pl.from_arrow(pa.table(table.get_add_actions(flatten=True)))
+        .select(day=pl.col(f"partition.{columns[0]}"), hour=pl.col(f"partition.{HOUR}"), rows="num_records")
+        .group_by("day", "hour")
+        .agg(pl.col("rows").sum())
+    )
+    touched = (
+        pl.from_arrow(data.select([columns[0], HOUR]))
+        .select(day=day, hour=hour)
+        .unique()
+        .join(stored, on=["day", "hour"], how="inner")
+        .sort("day", "hour")
+    )
+    if touched["rows"].sum() <= MERGE_READ_ROWS:
+        return [data]
+    group, groups, held = 0, {}, 0
+    for at_day, at_hour, rows in touched.iter_rows():
+        if held and held + rows > MERGE_READ_ROWS:
+            group, held = group + 1, 0
+        groups[(at_day, at_hour)], held = group, held + rows
+    keys = pl.DataFrame(
+        {"day": [d for d, _ in groups], "hour": [h for _, h in groups], "group": list(groups.values())},
+        schema={"day": pl.Date, "hour": pl.Int32, "group": pl.Int64},
+    )
+    index = (
+        pl.from_arrow(data.select([columns[0], HOUR]))
+        .select(day=day, hour=hour)
+        .join(keys, on=["day", "hour"], how="left", maintain_order="left")["group"]
+        .fill_null(0)
+        .to_arrow()
+    )
+    return [data.filter(pc.equal(index, i)) for i in range(group + 1)]
+
+
+def combined(name: str, results: Sequence[MergeResult]) -> MergeResult:
+    """One result for the merges of one write's groups (``by_stored_hour``)."""
+    return MergeResult(
+        name,
+        results[-1].version,
+        sum(r.rows_in for r in results),
+        inserted=sum(r.inserted for r in results),
+        updated=sum(r.updated for r in results),
+        deleted=sum(r.deleted for r in results),
+        committed=any(r.committed for r in results),
+    )
+
+
+def fit_layout(name: str, table: DeltaTable, data: pa.Table) -> pa.Table:
+    """``data`` for the table as it is laid out: a table written before ``PARTITIONS``
+    gained a column gets rows without it (it keeps working, its merges read whole days)
+    until ``Warehouse.relayout`` rewrites it."""
+    stale = [c for c in LAYOUT_COLUMNS.get(name, ()) if c in data.schema.names and c not in partition_columns(table)]
+    if not stale:
+        return data
+    if name not in _WARNED_LAYOUT:
+        _WARNED_LAYOUT.add(name)
+        log.warning(
+            "%s is laid out by %s, not %s: every merge reads the whole day; "
+            "run `tracelake relayout %s` while no ingest runs to rewrite it in the new layout",
+            name, partition_columns(table), list(PARTITIONS[name]), name,
+        )  # fmt: skip
+    return data.drop_columns(stale)
+
+
+_WARNED_LAYOUT: set[str] = set()
+# Stored rows one merge may read before a write is split by hour (``by_stored_hour``):
+# delta-rs holds every row it reads in a merge, ~8 KB a call (README, "How tracelake scales"),
+# so about 40 MB; small tables still get one merge (and one commit) a write.
+MERGE_READ_ROWS = 5_000
+
+
 def _merger(table: DeltaTable, data: pa.Table, predicate: str, **options: Any) -> TableMerger:
     """A merge of ``data`` (alias ``s``) into ``table`` (alias ``t``), written as every tracelake file is."""
     # merge_schema: a column added to schema.py (top-level or nested) evolves old tables in place
@@ -244,6 +347,7 @@ class Warehouse(dg.ConfigurableResource):
         do not conflict, two merges do).
         """
         data = to_stored(name, to_arrow(name, rows))
+        partitions = None if partitions is None else list(partitions)  # used again on every attempt
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)
         for attempt in range(1, self.max_commit_attempts + 1):
@@ -260,15 +364,26 @@ class Warehouse(dg.ConfigurableResource):
                 continue
             if created is not None:
                 return created
-        txn = next(_TRANSACTIONS)  # one per merge, the same on every attempt: a retry can see it landed
-        return self._retrying(
-            name, lambda table: self._merge_into(name, table, data, partitions, replace, txn, append_when_empty)
-        )
+        # rows reaching into several hours already stored: one merge per such hour, so that a
+        # run holds one hour of stored rows at a time, not every hour its stray rows fall in
+        groups = [data] if replace is not None or partitions is None else by_stored_hour(self.table(name), data)
+        results = []
+        for group in groups:
+            txn = next(_TRANSACTIONS)  # one per merge, the same on every attempt: a retry can see it landed
+            results.append(
+                self._retrying(
+                    name,
+                    lambda table, g=group, t=txn: self._merge_into(
+                        name, table, g, partitions, replace, t, append_when_empty
+                    ),
+                )
+            )
+        return results[0] if len(results) == 1 else combined(name, results)
 
     def ensure(self, name: str) -> None:
         """Create the table empty when it does not exist yet: it can be queried from the first run."""
         if self.table(name) is None:
-            self._create(name, TABLES[name].empty_table())
+            self._create(name, to_stored(name, TABLES[name].empty_table()))
 
     def _create(self, name: str, data: pa.Table) -> MergeResult | None:
         """Write the first version of a table; None when another writer created it first."""
@@ -301,16 +416,18 @@ class Warehouse(dg.ConfigurableResource):
         landed = _landed(name, table, txn, data.num_rows)
         if landed is not None:
             return landed
-        part_cols = PARTITIONS[name]
+        data = fit_layout(name, table, data)
+        part_cols = partition_columns(table)
         if append_when_empty and partitions is not None and part_cols and replace is None and data.num_rows:
             partitions = sorted(partitions)
             values = [p.isoformat() if isinstance(p, date) else str(p) for p in partitions]
-            if partitions and not table.file_uris(file_pruning_predicate=[(part_cols[0], "in", values)]):
+            where = [(part_cols[0], "in", values)]
+            if HOUR in part_cols and HOUR in data.schema.names:
+                where.append((HOUR, "in", [str(h) for h in pc.unique(data[HOUR]).to_pylist() if h is not None]))
+            if partitions and not table.file_uris(file_pruning_predicate=where):
                 # nothing to match in those partitions: an append writes the same rows without the join
                 return self._append(name, table, data, txn)
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
-        if partitions is not None and part_cols:
-            predicate += " AND " + in_list(f"t.{part_cols[0]}", partitions)
+        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name]) + narrowing(table, data, partitions)
         before = table.version()
         merger = _merger(table, data, predicate, commit_properties=_commit_properties(txn))
         if "record_sha256" in data.schema.names:
@@ -337,7 +454,7 @@ class Warehouse(dg.ConfigurableResource):
             table,
             data,
             mode="append",
-            partition_by=list(PARTITIONS[name]) or None,
+            partition_by=partition_columns(table) or None,
             schema_mode="merge",
             commit_properties=_commit_properties(txn),
             writer_properties=WRITER_PROPERTIES,
@@ -385,19 +502,46 @@ class Warehouse(dg.ConfigurableResource):
         data = to_stored(name, to_arrow(name, rows))
         if data.num_rows == 0:
             return MergeResult(name, self.version(name), 0)
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
-        if partitions is not None and PARTITIONS[name]:
-            predicate += " AND " + in_list(f"t.{PARTITIONS[name][0]}", partitions)
+        partitions = None if partitions is None else list(partitions)  # used again on every attempt
+        keys = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
         guard = "t.record_sha256 = s.record_sha256" if "record_sha256" in data.schema.names else None
 
         def once(table: DeltaTable) -> MergeResult:
             before = table.version()
-            metrics = _merger(table, data, predicate).when_matched_update_all(predicate=guard).execute()
+            fitted = fit_layout(name, table, data)
+            predicate = keys + narrowing(table, fitted, partitions)
+            metrics = _merger(table, fitted, predicate).when_matched_update_all(predicate=guard).execute()
             after = table.version()
             updated = metrics.get("num_target_rows_updated", 0)
             return MergeResult(name, after, data.num_rows, updated=updated, committed=after != before)
 
         return self._retrying(name, once) or MergeResult(name, None, data.num_rows)
+
+    def relayout(self, name: str) -> bool:
+        """Rewrite a table written before its layout (``PARTITIONS``) changed in the current
+        one; False when it is laid out so already (or does not exist). One overwrite commit,
+        streamed batch by batch: readers see the old files or the new ones, and time travel
+        keeps the old version until a vacuum. Run it while nothing else writes the table: a
+        merge that commits meanwhile makes it fail (run it again)."""
+        table = self.table(name)
+        if table is None or partition_columns(table) == list(PARTITIONS[name]):
+            return False
+        dataset = table.to_pyarrow_dataset()
+        schema = with_layout(name, dataset.schema.empty_table()).schema
+        batches = (
+            laid_out
+            for batch in dataset.to_batches()
+            for laid_out in with_layout(name, pa.Table.from_batches([batch], dataset.schema)).to_batches()
+        )
+        write_deltalake(
+            table,
+            pa.RecordBatchReader.from_batches(schema, batches),
+            mode="overwrite",
+            partition_by=list(PARTITIONS[name]) or None,
+            schema_mode="overwrite",
+            writer_properties=WRITER_PROPERTIES,
+        )
+        return True
 
     def compact(self, name: str, partitions: Iterable[Any] | None = None) -> int:
         """Merge small files (of the given partitions); returns files removed.

@@ -1,5 +1,6 @@
 """One writer of a sharded day, as its own OS process: the ingest core for the objects
-of this shard (``hash:SHARDS``, pipelines/shards.py), merged into the shared Delta tables.
+of this shard (``hash:SHARDS``, or SHARDS itself as ``hour:48``: pipelines/shards.py),
+merged into the shared Delta tables.
 
     python -m tests.production.shard_writer SOURCE_URI WAREHOUSE_URI ENDPOINT DAY SHARD SHARDS
 
@@ -56,11 +57,12 @@ def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int
 def main() -> None:
     source_uri, warehouse_uri, endpoint, day, shard, shards = sys.argv[1:7]
     region = "us-east-1"
-    source = ObjectStore(uri=source_uri, endpoint_url=endpoint, region=region, shards=f"hash:{shards}")
+    spec = f"hash:{shards}" if shards.isdigit() else shards
+    source = ObjectStore(uri=source_uri, endpoint_url=endpoint, region=region, shards=spec)
     warehouse = Warehouse(
         uri=warehouse_uri, endpoint_url=endpoint, region=region, access_key_id="testing", secret_access_key="testing"
     )
-    report = write_shard(source, warehouse, date.fromisoformat(day), int(shard), int(shards))
+    report = write_shard(source, warehouse, date.fromisoformat(day), int(shard), source.shard_spec.count)
     print(json.dumps(report, default=str), flush=True)
 
 
