@@ -1,4 +1,4 @@
-"""`tracelake demo | demo-data | run | tables | sql | frozen-call-schema`: running stages and looking at tables."""
+"""`tracelake demo | demo-data | run | tables | relayout | sql | frozen-call-schema`: stages and tables."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import sys
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -220,6 +221,28 @@ def tables() -> None:
         rows = warehouse.scan(name).select(pl.len()).collect().item()
         table.add_row(name, f"{rows:,}", str(delta.version()), warehouse.table_uri(name))
     out.print(table)
+
+
+@app.command()
+def relayout(
+    names: Annotated[
+        list[str] | None, typer.Argument(help="Tables to rewrite (default: every table laid out otherwise)")
+    ] = None,
+) -> None:
+    """Rewrite tables written before their layout changed (calls and spans by day and hour) in the current one.
+
+    Run it while no ingest runs: a merge that commits meanwhile makes it fail (run it again)."""
+    from pipelines.record.schema import PARTITIONS
+    from pipelines.settings import Settings
+
+    warehouse = Settings.from_env().warehouse()
+    unknown = sorted(set(names or ()) - set(PARTITIONS))
+    if unknown:
+        raise typer.BadParameter(f"no such table: {', '.join(unknown)} (tables: {', '.join(PARTITIONS)})")
+    for name in names or list(PARTITIONS):
+        with console.status(f"rewriting {name} by {', '.join(PARTITIONS[name])}"):
+            done = warehouse.relayout(name)
+        out.print(f"{name}: {'rewritten by ' + ', '.join(PARTITIONS[name]) if done else 'already laid out so'}")
 
 
 @app.command()

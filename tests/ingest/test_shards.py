@@ -49,8 +49,14 @@ def test_every_key_belongs_to_exactly_one_shard_by_its_hour_or_its_hash():
     for spec in (ShardSpec.parse("hash:7"), hours):
         assert len({spec.shard_of(k) for k in run}) == 1
     assert [list(hours.hours_of(s)) for s in range(4)] == [list(range(h, h + 6)) for h in (0, 6, 12, 18)]
+    # a multiple of 24: that many shards of each hour, by the key's hash inside it
+    halves = ShardSpec.parse("hour:48")
+    split = [
+        halves.shard_of(f"2026/11/29/support/13-{i:03d}.jsonl.gz", f"support/13-{i:03d}.jsonl.gz") for i in range(8)
+    ]
+    assert set(split) == {26, 27} and [list(halves.hours_of(s)) for s in (26, 27)] == [[13], [13]]
     assert str(ShardSpec.parse(None)) == "1" and not ShardSpec.parse("1").sharded
-    for bad in ("hour:25", "hash:0", "by-day", "hash:x"):
+    for bad in ("hour:25", "hour:30", "hash:0", "by-day", "hash:x"):
         with pytest.raises(ValueError, match="TRACELAKE_SHARDS"):
             ShardSpec.parse(bad)
     with pytest.raises(ValueError, match="relaunch"):
