@@ -23,7 +23,7 @@ from pipelines.formats.base import (
     normalize_records,
     validated_object,
 )
-from pipelines.record.anthropic_shape import request_columns, response_columns, usage_row
+from pipelines.record.anthropic_shape import request_columns_and_plain, response_columns, usage_row
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import document_row, finalize_call, new_call, span_for_call
 
@@ -263,8 +263,10 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
             template_label=doc.prompt.label,
             template_variables_json=_json_or_none(doc.prompt.variables),
         )
+    plain_request = None
     if request is not None:
-        call.update(request_columns(request))
+        columns, plain_request = request_columns_and_plain(request)
+        call.update(columns)
         if call["request_model"] != doc.model.id:
             # the body is what was sent; keep it, and say the record disagrees with itself
             call["flags"] = [*(call["flags"] or []), "model_id_mismatch"]
@@ -311,7 +313,7 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
     )
     extra = doc.model_extra or {}
     call["extra_json"] = canonical_json(extra) if extra else None
-    return finalize_call(call, doc.block_tokens)
+    return finalize_call(call, doc.block_tokens, plain_request=plain_request)
 
 
 def _validate(value: Any) -> FrozenCallV1:
