@@ -270,7 +270,8 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
         if call["request_model"] != doc.model.id:
             # the body is what was sent; keep it, and say the record disagrees with itself
             call["flags"] = [*(call["flags"] or []), "model_id_mismatch"]
-    sampling = doc.sampling.model_dump() if doc.sampling else {}
+    # dict(model): its fields as they are; these models hold only plain values, so it is model_dump() without the walk
+    sampling = dict(doc.sampling) if doc.sampling else {}
     params = dict(call.get("params") or {})
     for key, value in sampling.items():
         if params.get(key) is None:
@@ -285,7 +286,7 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
     if doc.finish_reason is not None:
         call["finish_reason"] = doc.finish_reason
     if doc.usage is not None:
-        call["usage"] = usage_row(doc.usage.model_dump(), doc.cost_usd)
+        call["usage"] = usage_row(dict(doc.usage), doc.cost_usd)
     elif call.get("usage") is not None:
         call["usage"]["cost_usd"] = doc.cost_usd
     elif doc.cost_usd is not None:
