@@ -265,13 +265,19 @@ def ingest_object(
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """No collections while a batch is built: it allocates millions of small
-    objects that all stay alive, so every collection is work for nothing."""
+    objects that all stay alive, so every collection is work for nothing.
+    On the way out they are moved into the oldest generation (freeze, then
+    unfreeze) instead of being scanned by the young collections first
+    (~4% of the core on the 40k-call day): garbage among them waits for the
+    next full collection, which would have scanned them anyway."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
         if enabled:
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 
