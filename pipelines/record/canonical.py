@@ -138,13 +138,18 @@ def canonical_bytes(value: Any) -> bytes:
 
 
 def canonical_request(value: Any) -> tuple[str, Any]:
-    """(``canonical_json(value)``, ``value`` itself when it is already None-free
-    and orjson wrote the spec's bytes of it as they are, else None): a caller
-    that kept the value can take its blocks from it instead of parsing the text back."""
+    """(``canonical_json(value)``, the None-free value those bytes are orjson's
+    of, as they are, or None where the spec's serializer wrote them): a caller
+    that kept it can take its blocks from it instead of parsing the text back."""
     data = _fast(value)
     if data is not None:
         return data.decode("utf-8"), value
-    return canonical_json(value), None
+    clean = drop_none(value)
+    data = _fast(clean)
+    if data is not None:
+        return data.decode("utf-8"), clean
+    # through UTF-8 as canonical_json's bytes go: a lone surrogate raises here as it does there
+    return spec_dumps(clean).encode("utf-8").decode("utf-8"), None
 
 
 def canonical_json(value: Any) -> str:
