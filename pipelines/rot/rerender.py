@@ -139,6 +139,7 @@ class Renderer:
         self._systems: dict[tuple, SystemRender] = {}
         self._canonical: dict[tuple, str] = {}
         self._documents: dict[tuple[str, str], str] = {}
+        self._slotted: dict[str, Any] = {}
 
     def system(
         self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
@@ -166,6 +167,11 @@ class Renderer:
         self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
     ) -> tuple[SystemRender, bool]:
         """(the rendering, whether the template read a retrieval score)."""
+        counted = self._counted(template, variables_json, documents)
+        if counted is not None:
+            text, read_scores = counted
+            canonical = canonical_json(text)
+            return SystemRender(text, canonical, sha256_hex(canonical)), read_scores
         variables = json.loads(variables_json) if variables_json else {}
         seen: set[str] = set()
         docs = [_ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": d.score}, seen) for d in documents]
@@ -184,6 +190,20 @@ class Renderer:
         read_scores = read_scores or "score" in seen or "*" in seen
         canonical = canonical_json(text)
         return SystemRender(text, canonical, sha256_hex(canonical), impure=probe != text), read_scores
+
+    def _counted(
+        self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
+    ) -> tuple[str, bool] | None:
+        """The rendering from cached pieces, where the template's document loops can be
+        cut into a skeleton and per-document slots (``PrintedScores.render_counted``):
+        calls that differ only in their documents render the rest of the template once."""
+        # imported here: printed_scores builds on this module's DocRef and observed documents
+        from pipelines.rot.printed_scores import PrintedScores
+
+        if template.sha256 not in self._slotted:
+            self._slotted[template.sha256] = PrintedScores.of(template, document_fields=True)
+        slotted = self._slotted[template.sha256]
+        return slotted.render_counted(variables_json, documents, self.clock) if slotted is not None else None
 
     def canonical(self, kind: str, key: Any, value: Any) -> str:
         """Canonical JSON of a block that repeats across calls (tools, params), by a cache key."""
