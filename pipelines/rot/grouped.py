@@ -402,58 +402,59 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     )
     # the re-rendered hash: the recorded one where the request reproduced, none where
     # today's request could not be made, else today's blocks around the call's own part
-    needs = out.filter((pl.col("status") != VERIFIED) & pl.col("_complete"))
-    rerendered: dict[int, str | None] = {}
+    wanted = (pl.col("status") != VERIFIED) & pl.col("_complete")
+    needs = out.filter(wanted)
+    rerendered = pl.Series("_rerendered", [None] * out.height, pl.String)
     if not needs.is_empty():
         if system_of is None:
-            rerendered = _rerendered_spliced(sets, needs, pieces_of)
+            hashes = _rerendered_spliced(sets, needs, pieces_of)
         else:
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
             extra = needs.select("_class", *system_of.columns).iter_rows(named=True)
-            for row, text, own in zip(rows, texts, extra, strict=True):
-                rerendered[row] = system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
-    hashes = _frame(
-        {"_row": list(rerendered), "_rerendered": list(rerendered.values())},
-        {"_row": pl.UInt32, "_rerendered": pl.String},
-    )
-    out = out.join(hashes, on="_row", how="left").with_columns(
+            hashes = [
+                system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
+                for text, own in zip(texts, extra, strict=True)
+            ]
+        rerendered.scatter(out.select(pl.arg_where(wanted)).to_series(), hashes)
+    out = out.with_columns(
         rerendered_sha256=pl.when(pl.col("status") == VERIFIED)
         .then(pl.col("rendered_request_sha256"))
-        .otherwise(pl.col("_rerendered"))
+        .otherwise(rerendered)
     )
     return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
 def _rerendered_spliced(
     sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
-) -> dict[int, str]:
+) -> list[str]:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (read in place from the Arrow buffer) and today's suffix."""
-    by_class: dict[int, tuple[bytes, bytes, Any, bytes] | None] = {}
-    for class_id, (recorded, today) in pieces_of.items():
+    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``."""
+    ids = list(pieces_of)
+    position = {class_id: i for i, class_id in enumerate(ids)}
+    heads: list[Any] = []
+    tails: list[bytes] = []
+    prefixes: list[bytes | None] = []
+    suffixes: list[bytes | None] = []
+    for class_id in ids:
+        recorded, today = pieces_of[class_id]
         splice = _splice(recorded, today) if recorded is not None else None
-        by_class[class_id] = (
-            (
-                splice.prefix.encode(),
-                splice.suffix.encode(),
-                hashlib.sha256(splice.today_prefix.encode()),
-                splice.today_suffix.encode(),
-            )
-            if splice is not None
-            else None
-        )
-    ids = list(by_class)
+        if splice is None:
+            heads.append(None)
+            tails.append(b"")
+            prefixes.append(None)
+            suffixes.append(None)
+            continue
+        # today's prefix hashed once per class; each call continues from a copy
+        heads.append(hashlib.sha256(splice.today_prefix.encode()))
+        tails.append(splice.today_suffix.encode())
+        prefixes.append(splice.prefix.encode())
+        suffixes.append(splice.suffix.encode())
     empties = {
-        f"_suffix{i}": [by_class[c][1] and e + by_class[c][1] for c in ids] for i, e in enumerate(_EMPTY_METADATA_BYTES)
+        f"_suffix{i}": [t and e + t for t in suffixes] for i, e in enumerate(_EMPTY_METADATA_BYTES)
     }
     bounds = _frame(
-        {
-            "_class": ids,
-            "_prefix": [by_class[c][0] if by_class[c] else None for c in ids],
-            "_suffix": [by_class[c][1] if by_class[c] else None for c in ids],
-            **empties,
-        },
+        {"_class": ids, "_prefix": prefixes, "_suffix": suffixes, **empties},
         {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary, **{k: pl.Binary for k in empties}},
     )
     # where each call's own part lies in its bytes, checked against the set's prefix and
@@ -462,38 +463,35 @@ def _rerendered_spliced(
     stripped = [
         pl.when(request.bin.ends_with(pl.col(f"_suffix{i}"))).then(len(e)) for i, e in enumerate(_EMPTY_METADATA_BYTES)
     ]
+    at = pl.col("_prefix").bin.size()
+    until = request.bin.size() - pl.col("_suffix").bin.size() - pl.coalesce(*stripped, pl.lit(0))
+    ok = (request.bin.starts_with(pl.col("_prefix")) & request.bin.ends_with(pl.col("_suffix"))).fill_null(False) & (
+        at <= until
+    ).fill_null(False)
     spans = (
         needs.select("_row", "_class")
         .with_columns(_request=sets.base["request_json"].gather(needs["_row"]).cast(pl.Binary))
         .join(bounds, on="_class", how="left", maintain_order="left")
-        .with_columns(
-            _ok=(request.bin.starts_with(pl.col("_prefix")) & request.bin.ends_with(pl.col("_suffix"))).fill_null(
-                False
-            ),
-            _at=pl.col("_prefix").bin.size(),
-            _until=request.bin.size() - pl.col("_suffix").bin.size() - pl.coalesce(*stripped, pl.lit(0)),
+        .select(
+            "_row",
+            "_class",
+            _ok=ok,
+            _own=pl.when(ok).then(request.bin.slice(at, until - at)),
         )
-        .with_columns(_ok=pl.col("_ok") & (pl.col("_at") <= pl.col("_until")))
     )
-    column = spans["_request"].to_arrow()
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    column = column.cast(pa.large_binary())
-    offsets = memoryview(column.buffers()[1]).cast("q")[column.offset : column.offset + len(column) + 1].tolist()
-    data = memoryview(column.buffers()[2] or b"").cast("B")
-    out: dict[int, str] = {}
-    columns = zip(*(spans[c].to_list() for c in ("_row", "_class", "_ok", "_at", "_until")), strict=True)
-    for j, (row, class_id, ok, at, until) in enumerate(columns):
-        start = offsets[j]
-        if ok:
-            _, _, head, tail = by_class[class_id]
-            digest = head.copy()
-            digest.update(data[start + at : start + until])
-            digest.update(tail)
-            out[row] = digest.hexdigest()
+    out: list[str] = []
+    append = out.append
+    columns = zip(spans["_class"].to_list(), spans["_ok"].to_list(), spans["_own"].to_list(), strict=True)
+    for j, (class_id, fits, own) in enumerate(columns):
+        i = position[class_id]
+        if fits:
+            digest = heads[i].copy()
+            digest.update(own)
+            digest.update(tails[i])
+            append(digest.hexdigest())
         else:
-            text = bytes(data[start : offsets[j + 1]]).decode()
-            out[row] = _rerendered_by_parsing(text, pieces_of[class_id][1])
+            text = sets.base["request_json"][spans["_row"][j]]
+            append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
     return out
 
 
