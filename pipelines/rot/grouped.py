@@ -42,10 +42,19 @@ import polars as pl
 import pyarrow as pa
 
 from pipelines.record.canonical import canonical_json
-from pipelines.rot.check import APPROXIMATE, EXACT, VERIFIED, Checker, RotCheck, _recorded_documents
+from pipelines.rot.check import (
+    APPROXIMATE,
+    EXACT,
+    NO_BASIS,
+    UNVERIFIABLE,
+    VERIFIED,
+    Checker,
+    RotCheck,
+    _recorded_documents,
+)
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import REDACTED_FLAG
-from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
+from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
 VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
@@ -53,7 +62,6 @@ VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recor
 SHARED = ("status", "components", "missing", "rotted_blocks", "basis", "template_sha256", "model_snapshot", "detail")
 # What rerender_request leaves out of a falsy recorded metadata value (``if request.get("metadata")``).
 _EMPTY_METADATA = tuple(',"metadata":' + v for v in ("{}", "[]", '""', "0", "false"))
-_EMPTY_METADATA_BYTES = tuple(e.encode() for e in _EMPTY_METADATA)
 _KEY_BLOCKS = ("model", "params", "tools")
 
 VERDICT_SCHEMA = {
@@ -98,14 +106,73 @@ def _full_bytes_retained() -> pl.Expr:
     )
 
 
-def _fast_eligible(checker: Checker) -> pl.Expr:
-    """Calls whose verdict is their ingredient set's: not redacted, and with everything
-    the check reads present (the others reach an early verdict per call anyway)."""
+def _redacted(checker: Checker) -> pl.Expr:
     redacted = pl.col("flags").list.contains(REDACTED_FLAG).fill_null(False)
     if checker.redaction.audits:
         redacted = redacted | pl.col("call_id").is_in(list(checker.redaction.audits))
+    return redacted
+
+
+def _present(column: str) -> pl.Expr:
+    return pl.col(column).is_not_null() & (pl.col(column) != "")
+
+
+_NOT_WITNESSED = "the recorded request does not hash to rendered_request_sha256"
+
+
+def _early_missing(checker: Checker) -> pl.Expr:
+    """``missing`` where ``Checker.check`` stops before rendering anything (no template
+    version, or a request the hash did not witness) on a call redaction did not change;
+    null where the check goes on, or might otherwise (those calls go through the check)."""
+    checkable = (
+        ~_redacted(checker)
+        & pl.col("request_json").str.starts_with("{").fill_null(False)
+        & _present("rendered_request_sha256")
+    )
+    listed = pl.List(pl.String)
     return (
-        ~redacted
+        pl.when(checkable & ~(_present("template_id") & _present("template_version")))
+        .then(pl.lit(["template_version"], listed))
+        .when(checkable & (pl.col("request_hash_matches") == False))  # noqa: E712 (null is not False)
+        .then(pl.lit(["request_matching_hash"], listed))
+    )
+
+
+def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
+    """The verdict rows of calls the check stops on early, as ``Checker.check`` makes them."""
+    none, listed = pl.lit(None, pl.String), pl.List(pl.String)
+    empty = pl.lit([], listed)
+    return early.select(
+        "_row",
+        "call_id",
+        "trace_id",
+        "service",
+        "occurred_date",
+        status=pl.lit(UNVERIFIABLE),
+        components=empty,
+        missing="_early",
+        rotted_blocks=empty,
+        basis=pl.lit(NO_BASIS),
+        replay_fidelity=pl.when(pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
+        recorded_sha256="rendered_request_sha256",
+        rerendered_sha256=none,
+        template_id="template_id",
+        template_version="template_version",
+        template_sha256=none,
+        index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
+        model_alias="model_alias",
+        model_snapshot=none,
+        detail=pl.when(pl.col("_early").list.first() == "request_matching_hash")
+        .then(pl.lit([_NOT_WITNESSED], listed))
+        .otherwise(empty),
+    ).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
+
+
+def _fast_eligible(checker: Checker) -> pl.Expr:
+    """Calls whose verdict is their ingredient set's: not redacted, and with everything
+    the check reads present (the others reach an early verdict per call anyway)."""
+    return (
+        ~_redacted(checker)
         & pl.col("block_hashes").is_not_null()
         & pl.col("request_json").is_not_null()
         & pl.col("rendered_request_sha256").is_not_null()
@@ -194,8 +261,9 @@ def _splice(recorded: Mapping[str, str], today: Mapping[str, str]) -> _Splice | 
         return None
 
     def around(pieces: Mapping[str, str]) -> tuple[str, str]:
-        before = [f"{json.dumps(k, ensure_ascii=False)}:{pieces[k]}" for k in sorted(pieces) if k < "messages"]
-        after = [f"{json.dumps(k, ensure_ascii=False)}:{pieces[k]}" for k in sorted(pieces) if k > "metadata"]
+        keys = sorted(pieces)
+        before = [_key(k) + ":" + pieces[k] for k in keys if k < "messages"]
+        after = [_key(k) + ":" + pieces[k] for k in keys if k > "metadata"]
         head = "{" + "".join(p + "," for p in before) + '"messages":'
         return head, "".join("," + p for p in after) + "}"
 
@@ -292,6 +360,7 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         "rendered_request_sha256",
         _fast=_fast_eligible(checker),
         _retained=_full_bytes_retained(),
+        _early=_early_missing(checker),
         _has_metadata=pl.col("request_json").str.contains(',"metadata":', literal=True).fill_null(False),
         **_set_columns(),
     )
@@ -302,7 +371,10 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     dropped = maybe.filter(values.is_in(list(_FALSY_JSON))).to_list()
     keys = keys.with_columns(_metadata_dropped=pl.col("_row").is_in(dropped))
     fast = keys.filter(pl.col("_fast") & pl.col("_documents_hashed"))
-    slow_rows: list[int] = keys.filter(~(pl.col("_fast") & pl.col("_documents_hashed")))["_row"].to_list()
+    early = keys.filter(pl.col("_early").is_not_null())
+    slow_rows: list[int] = keys.filter(~(pl.col("_fast") & pl.col("_documents_hashed")) & pl.col("_early").is_null())[
+        "_row"
+    ].to_list()
     sets = _Sets(checker, base)
     groups = (
         fast.group_by(list(GROUP_KEY), maintain_order=True)
@@ -310,9 +382,9 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         .with_row_index("_gid")
     )
     # from here on only what a call's verdict row needs (joins copy every column they carry)
-    fast = fast.select("_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm").join(
-        _explode_ids(groups, "_gid"), on="_row"
-    )
+    fast = fast.select(
+        "_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm", "_metadata_dropped"
+    ).join(_explode_ids(groups, "_gid"), on="_row")
 
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
@@ -325,7 +397,7 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     slot_gids = [g for g, m in modes.items() if m == "slots"]
     slow_rows += fast.filter(~pl.col("_gid").is_in(plain_gids + slot_gids))["_row"].to_list()
 
-    out = []
+    out = [_early_verdicts(checker, early)] if not early.is_empty() else []
     plain = fast.filter(pl.col("_gid").is_in(plain_gids))
     if not plain.is_empty():
         # the same system prompt for every call of the set: its recorded hash joins the key
@@ -450,34 +522,26 @@ def _rerendered_spliced(
         tails.append(splice.today_suffix.encode())
         prefixes.append(splice.prefix.encode())
         suffixes.append(splice.suffix.encode())
-    empties = {
-        f"_suffix{i}": [t and e + t for t in suffixes] for i, e in enumerate(_EMPTY_METADATA_BYTES)
-    }
     bounds = _frame(
-        {"_class": ids, "_prefix": prefixes, "_suffix": suffixes, **empties},
-        {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary, **{k: pl.Binary for k in empties}},
+        {"_class": ids, "_prefix": prefixes, "_suffix": suffixes},
+        {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary},
     )
     # where each call's own part lies in its bytes, checked against the set's prefix and
-    # suffix (and short of a falsy metadata value, which today's request leaves out)
+    # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
     request = pl.col("_request")
-    stripped = [
-        pl.when(request.bin.ends_with(pl.col(f"_suffix{i}"))).then(len(e)) for i, e in enumerate(_EMPTY_METADATA_BYTES)
-    ]
     at = pl.col("_prefix").bin.size()
-    until = request.bin.size() - pl.col("_suffix").bin.size() - pl.coalesce(*stripped, pl.lit(0))
-    ok = (request.bin.starts_with(pl.col("_prefix")) & request.bin.ends_with(pl.col("_suffix"))).fill_null(False) & (
-        at <= until
+    until = request.bin.size() - pl.col("_suffix").bin.size()
+    ok = (
+        request.bin.starts_with(pl.col("_prefix"))
+        & request.bin.ends_with(pl.col("_suffix"))
+        & (at <= until)
+        & ~pl.col("_metadata_dropped")
     ).fill_null(False)
     spans = (
-        needs.select("_row", "_class")
+        needs.select("_row", "_class", "_metadata_dropped")
         .with_columns(_request=sets.base["request_json"].gather(needs["_row"]).cast(pl.Binary))
         .join(bounds, on="_class", how="left", maintain_order="left")
-        .select(
-            "_row",
-            "_class",
-            _ok=ok,
-            _own=pl.when(ok).then(request.bin.slice(at, until - at)),
-        )
+        .select("_row", "_class", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
     )
     out: list[str] = []
     append = out.append

@@ -212,7 +212,10 @@ class Renderer:
         found = self._models.get((alias, day))
         if found is None:
             model = resolve()
-            found = self._models[(alias, day)] = (model, json.dumps(model, ensure_ascii=False) if model is not None else None)
+            found = self._models[(alias, day)] = (
+                model,
+                json.dumps(model, ensure_ascii=False) if model is not None else None,
+            )
         return found
 
     def params(
