@@ -9,8 +9,8 @@ from datetime import UTC, date, datetime, timedelta
 
 import polars as pl
 
-from pipelines.query import run_query
 from pipelines.debug.tables import latest_rot_check
+from pipelines.query import run_query
 from pipelines.record import canonical
 from pipelines.record.rows import finalize_call, new_call
 from pipelines.record.stored import NOT_RERENDERED, rot_checks_with_calls
