@@ -346,7 +346,7 @@ class Warehouse(dg.ConfigurableResource):
         caller that is the sole writer of those partitions (two blind appends
         do not conflict, two merges do).
         """
-        data = to_stored(name, to_arrow(name, rows))
+        data = to_stored(name, to_arrow(name, rows), self._scan_stored)
         partitions = None if partitions is None else list(partitions)  # used again on every attempt
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)
@@ -499,7 +499,7 @@ class Warehouse(dg.ConfigurableResource):
         ``rows``: if a re-ingest changed the row since it was read, the newer
         row wins and is left for the next run.
         """
-        data = to_stored(name, to_arrow(name, rows))
+        data = to_stored(name, to_arrow(name, rows), self._scan_stored)
         if data.num_rows == 0:
             return MergeResult(name, self.version(name), 0)
         partitions = None if partitions is None else list(partitions)  # used again on every attempt
