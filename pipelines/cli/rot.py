@@ -3,7 +3,9 @@ from today's stores now, print the verdict and, for what rotted, a diff of each
 moved block.
 
 The check runs live (it does not read `rot_checks`), with the same stores,
-keys and code the nightly asset uses.
+keys and code the nightly asset uses: ``grouped.check_frame`` gives the verdicts;
+the values of the blocks that moved (for the diffs) come from ``Checker.check``
+on those calls alone.
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def rot_command(
     from pipelines.redact.keys import KeyRing, MissingKey
     from pipelines.resources.stores import load_ingredients
     from pipelines.rot.check import CALL_COLUMNS, Checker
+    from pipelines.rot.grouped import check_frame
     from pipelines.rot.redaction import RedactionView, audits_from_rows
     from pipelines.rot.store_files import StoreFileError
     from pipelines.settings import Settings
@@ -104,8 +107,17 @@ def rot_command(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     view = RedactionView(audits_from_rows(audit.iter_rows(named=True)), keys=keys)
-    checker = Checker(ingredients, datetime.now(UTC), redaction=view, keep_blocks=True)
-    checks = checker.check_all(calls.iter_rows(named=True))
+    clock = datetime.now(UTC)
+    verdicts = check_frame(Checker(ingredients, clock, redaction=view), calls)
+    with_blocks = Checker(ingredients, clock, redaction=view, keep_blocks=True)
+    checks = []
+    for call, row in zip(calls.iter_rows(named=True), verdicts.iter_rows(named=True), strict=True):
+        check = RotCheck(**row)
+        if check.status != VERIFIED and check.rotted_blocks:
+            # the same verdict, with the recorded and re-rendered values of what moved
+            kept = with_blocks.check(call)
+            check.recorded_blocks, check.rerendered_blocks = kept.recorded_blocks, kept.rerendered_blocks
+        checks.append(check)
     for check in checks:
         out.print(render_check(check))
     if len(checks) > 1:

@@ -21,10 +21,10 @@ class Tables(Protocol):
 def optional_scan(warehouse: Tables, name: str) -> pl.LazyFrame | None:
     """A lazy frame over a table another stage writes (judge's findings), or
     None when that stage has not run here: debugging works without it."""
-    table = warehouse.table(name)
-    if table is None:
+    if warehouse.table(name) is None:
         return None
-    return pl.scan_delta(table)
+    # through the warehouse: what storage leaves out of a row comes back (record/stored.py)
+    return warehouse.scan(name)
 
 
 def days_around(day: date) -> list[date]:

@@ -15,6 +15,12 @@ query engine reading the Delta files directly sees the stored form; the README's
   (``llm_spans``), built from ``calls`` exactly as ``record.rows.span_for_call``
   builds them. An llm span with anything more (an agent's step index, source
   attributes) is stored as it is.
+- ``rot_checks`` stores no ``recorded_sha256`` or ``trace_id`` that equals its call's
+  ``rendered_request_sha256`` / ``trace_id`` in ``calls`` when the check is written
+  (the check copies them from the call), and no ``rerendered_sha256`` that equals
+  ``recorded_sha256`` (a verified call): null then means "the same as recorded", and
+  a check that re-rendered nothing stores ``""`` (``NOT_RERENDERED``).
+  ``rot_checks_with_calls`` reads them back.
 - ``record_sha256`` is the merge's change detector. In ``calls`` it is the
   record's pinned identity (tests/pinned) and keeps all 64 hex digits; in every
   other table only a change has to be noticed, so the first 16 (64 bits) are kept.
@@ -54,8 +60,11 @@ def request_sha256_of(call: Mapping[str, Any]) -> str | None:
     return call.get("rendered_request_sha256") if call.get("request_hash_matches") else None
 
 
-def to_stored(name: str, data: pa.Table) -> pa.Table:
-    """``data`` (already of the table's schema) as the table stores it."""
+def to_stored(name: str, data: pa.Table, stored_scan: Callable[[str], pl.LazyFrame | None] | None = None) -> pa.Table:
+    """``data`` (already of the table's schema) as the table stores it. ``stored_scan``
+    scans another table as stored (rot_checks leaves out what its calls say)."""
+    if name == "rot_checks":
+        data = rot_checks_to_stored(data, stored_scan("calls") if stored_scan is not None else None)
     names = data.schema.names
     if name == "calls":
         computed, recorded = data["request_sha256"], data["rendered_request_sha256"]
@@ -146,6 +155,8 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
     if name == "spans":
         calls = stored_scan("calls")
         return frame if calls is None else spans_with_calls(frame, calls)
+    if name == "rot_checks":
+        return rot_checks_with_calls(frame, stored_scan("calls"))
     return frame
 
 
@@ -153,3 +164,62 @@ def spans_with_calls(spans: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
     """Stored ``spans`` and the llm spans of ``calls`` that are not stored: the `spans` table as ingest built it."""
     built = llm_spans(calls).join(spans.select("span_key"), on="span_key", how="anti")
     return pl.concat([spans, built.select(spans.collect_schema().names())], how="vertical_relaxed")
+
+
+# `rot_checks.rerendered_sha256` as stored where the check re-rendered no request (null
+# is taken: it means "the same as recorded_sha256")
+NOT_RERENDERED = ""
+# rot_checks columns that copy the checked call's value in `calls` (rot_checks, calls)
+_FROM_CALL = (("recorded_sha256", "rendered_request_sha256"), ("trace_id", "trace_id"))
+
+
+def _call_values(calls: pl.LazyFrame, days: list) -> pl.LazyFrame:
+    columns = ["call_id", *(c for _, c in _FROM_CALL)]
+    if days:
+        calls = calls.filter(pl.col("occurred_date").is_in(days))
+    return calls.select(columns).rename({c: f"{c}__call" for c in columns[1:]})
+
+
+def rot_checks_to_stored(data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table:
+    """``rot_checks`` rows as stored (see the module docstring); ``calls`` as stored, or None."""
+    if data.num_rows == 0:
+        return data
+    names = data.schema.names
+    recorded, rerendered = data["recorded_sha256"], data["rerendered_sha256"]
+    same = pc.fill_null(pc.equal(rerendered, recorded), False)
+    stored = pc.if_else(
+        same, pa.scalar(None, rerendered.type), pc.fill_null(rerendered, pa.scalar(NOT_RERENDERED, rerendered.type))
+    )
+    data = data.set_column(names.index("rerendered_sha256"), "rerendered_sha256", stored)
+    if calls is None:
+        return data
+    days = pc.unique(data["occurred_date"]).drop_null().to_pylist()
+    frame = pl.from_arrow(data.select(["call_id", *(r for r, _ in _FROM_CALL)]))
+    of_call = frame.lazy().join(_call_values(calls, days), on="call_id", how="left", maintain_order="left").collect()
+    for column, call_column in _FROM_CALL:
+        kept = of_call.select(
+            pl.when(pl.col(column) == pl.col(f"{call_column}__call")).then(None).otherwise(pl.col(column))
+        ).to_series()
+        data = data.set_column(names.index(column), column, kept.to_arrow().cast(data.schema.field(column).type))
+    return data
+
+
+def rot_checks_with_calls(checks: pl.LazyFrame, calls: pl.LazyFrame | None) -> pl.LazyFrame:
+    """Stored ``rot_checks`` as the check wrote them: the call's values from ``calls``
+    where storage left them out, and the re-rendered hash where it equals the recorded one."""
+    names = checks.collect_schema().names()
+    if calls is not None:
+        joined = checks.join(_call_values(calls, []), on="call_id", how="left", maintain_order="left")
+        checks = joined.with_columns(
+            pl.coalesce(pl.col(column), pl.col(f"{call_column}__call")).alias(column)
+            for column, call_column in _FROM_CALL
+        ).select(names)
+    rerendered = pl.col("rerendered_sha256")
+    return checks.with_columns(
+        pl.when(rerendered.is_null())
+        .then(pl.col("recorded_sha256"))
+        .when(rerendered == NOT_RERENDERED)
+        .then(pl.lit(None, pl.String))
+        .otherwise(rerendered)
+        .alias("rerendered_sha256")
+    )

@@ -243,7 +243,7 @@ class Warehouse(dg.ConfigurableResource):
         caller that is the sole writer of those partitions (two blind appends
         do not conflict, two merges do).
         """
-        data = to_stored(name, to_arrow(name, rows))
+        data = to_stored(name, to_arrow(name, rows), self._scan_stored)
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)
         for attempt in range(1, self.max_commit_attempts + 1):
@@ -382,7 +382,7 @@ class Warehouse(dg.ConfigurableResource):
         ``rows``: if a re-ingest changed the row since it was read, the newer
         row wins and is left for the next run.
         """
-        data = to_stored(name, to_arrow(name, rows))
+        data = to_stored(name, to_arrow(name, rows), self._scan_stored)
         if data.num_rows == 0:
             return MergeResult(name, self.version(name), 0)
         predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])

@@ -42,10 +42,19 @@ import polars as pl
 import pyarrow as pa
 
 from pipelines.record.canonical import canonical_json
-from pipelines.rot.check import APPROXIMATE, EXACT, VERIFIED, Checker, RotCheck, _recorded_documents
+from pipelines.rot.check import (
+    APPROXIMATE,
+    EXACT,
+    NO_BASIS,
+    UNVERIFIABLE,
+    VERIFIED,
+    Checker,
+    RotCheck,
+    _recorded_documents,
+)
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import REDACTED_FLAG
-from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
+from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
 VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
@@ -53,7 +62,6 @@ VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recor
 SHARED = ("status", "components", "missing", "rotted_blocks", "basis", "template_sha256", "model_snapshot", "detail")
 # What rerender_request leaves out of a falsy recorded metadata value (``if request.get("metadata")``).
 _EMPTY_METADATA = tuple(',"metadata":' + v for v in ("{}", "[]", '""', "0", "false"))
-_EMPTY_METADATA_BYTES = tuple(e.encode() for e in _EMPTY_METADATA)
 _KEY_BLOCKS = ("model", "params", "tools")
 
 VERDICT_SCHEMA = {
@@ -98,14 +106,73 @@ def _full_bytes_retained() -> pl.Expr:
     )
 
 
-def _fast_eligible(checker: Checker) -> pl.Expr:
-    """Calls whose verdict is their ingredient set's: not redacted, and with everything
-    the check reads present (the others reach an early verdict per call anyway)."""
+def _redacted(checker: Checker) -> pl.Expr:
     redacted = pl.col("flags").list.contains(REDACTED_FLAG).fill_null(False)
     if checker.redaction.audits:
         redacted = redacted | pl.col("call_id").is_in(list(checker.redaction.audits))
+    return redacted
+
+
+def _present(column: str) -> pl.Expr:
+    return pl.col(column).is_not_null() & (pl.col(column) != "")
+
+
+_NOT_WITNESSED = "the recorded request does not hash to rendered_request_sha256"
+
+
+def _early_missing(checker: Checker) -> pl.Expr:
+    """``missing`` where ``Checker.check`` stops before rendering anything (no template
+    version, or a request the hash did not witness) on a call redaction did not change;
+    null where the check goes on, or might otherwise (those calls go through the check)."""
+    checkable = (
+        ~_redacted(checker)
+        & pl.col("request_json").str.starts_with("{").fill_null(False)
+        & _present("rendered_request_sha256")
+    )
+    listed = pl.List(pl.String)
     return (
-        ~redacted
+        pl.when(checkable & ~(_present("template_id") & _present("template_version")))
+        .then(pl.lit(["template_version"], listed))
+        .when(checkable & (pl.col("request_hash_matches") == False))  # noqa: E712 (null is not False)
+        .then(pl.lit(["request_matching_hash"], listed))
+    )
+
+
+def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
+    """The verdict rows of calls the check stops on early, as ``Checker.check`` makes them."""
+    none, listed = pl.lit(None, pl.String), pl.List(pl.String)
+    empty = pl.lit([], listed)
+    return early.select(
+        "_row",
+        "call_id",
+        "trace_id",
+        "service",
+        "occurred_date",
+        status=pl.lit(UNVERIFIABLE),
+        components=empty,
+        missing="_early",
+        rotted_blocks=empty,
+        basis=pl.lit(NO_BASIS),
+        replay_fidelity=pl.when(pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
+        recorded_sha256="rendered_request_sha256",
+        rerendered_sha256=none,
+        template_id="template_id",
+        template_version="template_version",
+        template_sha256=none,
+        index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
+        model_alias="model_alias",
+        model_snapshot=none,
+        detail=pl.when(pl.col("_early").list.first() == "request_matching_hash")
+        .then(pl.lit([_NOT_WITNESSED], listed))
+        .otherwise(empty),
+    ).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
+
+
+def _fast_eligible(checker: Checker) -> pl.Expr:
+    """Calls whose verdict is their ingredient set's: not redacted, and with everything
+    the check reads present (the others reach an early verdict per call anyway)."""
+    return (
+        ~_redacted(checker)
         & pl.col("block_hashes").is_not_null()
         & pl.col("request_json").is_not_null()
         & pl.col("rendered_request_sha256").is_not_null()
@@ -194,8 +261,9 @@ def _splice(recorded: Mapping[str, str], today: Mapping[str, str]) -> _Splice | 
         return None
 
     def around(pieces: Mapping[str, str]) -> tuple[str, str]:
-        before = [f"{json.dumps(k, ensure_ascii=False)}:{pieces[k]}" for k in sorted(pieces) if k < "messages"]
-        after = [f"{json.dumps(k, ensure_ascii=False)}:{pieces[k]}" for k in sorted(pieces) if k > "metadata"]
+        keys = sorted(pieces)
+        before = [_key(k) + ":" + pieces[k] for k in keys if k < "messages"]
+        after = [_key(k) + ":" + pieces[k] for k in keys if k > "metadata"]
         head = "{" + "".join(p + "," for p in before) + '"messages":'
         return head, "".join("," + p for p in after) + "}"
 
@@ -292,6 +360,7 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         "rendered_request_sha256",
         _fast=_fast_eligible(checker),
         _retained=_full_bytes_retained(),
+        _early=_early_missing(checker),
         _has_metadata=pl.col("request_json").str.contains(',"metadata":', literal=True).fill_null(False),
         **_set_columns(),
     )
@@ -302,7 +371,10 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     dropped = maybe.filter(values.is_in(list(_FALSY_JSON))).to_list()
     keys = keys.with_columns(_metadata_dropped=pl.col("_row").is_in(dropped))
     fast = keys.filter(pl.col("_fast") & pl.col("_documents_hashed"))
-    slow_rows: list[int] = keys.filter(~(pl.col("_fast") & pl.col("_documents_hashed")))["_row"].to_list()
+    early = keys.filter(pl.col("_early").is_not_null())
+    slow_rows: list[int] = keys.filter(~(pl.col("_fast") & pl.col("_documents_hashed")) & pl.col("_early").is_null())[
+        "_row"
+    ].to_list()
     sets = _Sets(checker, base)
     groups = (
         fast.group_by(list(GROUP_KEY), maintain_order=True)
@@ -310,9 +382,9 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         .with_row_index("_gid")
     )
     # from here on only what a call's verdict row needs (joins copy every column they carry)
-    fast = fast.select("_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm").join(
-        _explode_ids(groups, "_gid"), on="_row"
-    )
+    fast = fast.select(
+        "_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm", "_metadata_dropped"
+    ).join(_explode_ids(groups, "_gid"), on="_row")
 
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
@@ -325,7 +397,7 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     slot_gids = [g for g, m in modes.items() if m == "slots"]
     slow_rows += fast.filter(~pl.col("_gid").is_in(plain_gids + slot_gids))["_row"].to_list()
 
-    out = []
+    out = [_early_verdicts(checker, early)] if not early.is_empty() else []
     plain = fast.filter(pl.col("_gid").is_in(plain_gids))
     if not plain.is_empty():
         # the same system prompt for every call of the set: its recorded hash joins the key
@@ -402,98 +474,88 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     )
     # the re-rendered hash: the recorded one where the request reproduced, none where
     # today's request could not be made, else today's blocks around the call's own part
-    needs = out.filter((pl.col("status") != VERIFIED) & pl.col("_complete"))
-    rerendered: dict[int, str | None] = {}
+    wanted = (pl.col("status") != VERIFIED) & pl.col("_complete")
+    needs = out.filter(wanted)
+    rerendered = pl.Series("_rerendered", [None] * out.height, pl.String)
     if not needs.is_empty():
         if system_of is None:
-            rerendered = _rerendered_spliced(sets, needs, pieces_of)
+            hashes = _rerendered_spliced(sets, needs, pieces_of)
         else:
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
             extra = needs.select("_class", *system_of.columns).iter_rows(named=True)
-            for row, text, own in zip(rows, texts, extra, strict=True):
-                rerendered[row] = system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
-    hashes = _frame(
-        {"_row": list(rerendered), "_rerendered": list(rerendered.values())},
-        {"_row": pl.UInt32, "_rerendered": pl.String},
-    )
-    out = out.join(hashes, on="_row", how="left").with_columns(
+            hashes = [
+                system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
+                for text, own in zip(texts, extra, strict=True)
+            ]
+        rerendered.scatter(out.select(pl.arg_where(wanted)).to_series(), hashes)
+    out = out.with_columns(
         rerendered_sha256=pl.when(pl.col("status") == VERIFIED)
         .then(pl.col("rendered_request_sha256"))
-        .otherwise(pl.col("_rerendered"))
+        .otherwise(rerendered)
     )
     return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
 def _rerendered_spliced(
     sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
-) -> dict[int, str]:
+) -> list[str]:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (read in place from the Arrow buffer) and today's suffix."""
-    by_class: dict[int, tuple[bytes, bytes, Any, bytes] | None] = {}
-    for class_id, (recorded, today) in pieces_of.items():
+    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``."""
+    ids = list(pieces_of)
+    position = {class_id: i for i, class_id in enumerate(ids)}
+    heads: list[Any] = []
+    tails: list[bytes] = []
+    prefixes: list[bytes | None] = []
+    suffixes: list[bytes | None] = []
+    for class_id in ids:
+        recorded, today = pieces_of[class_id]
         splice = _splice(recorded, today) if recorded is not None else None
-        by_class[class_id] = (
-            (
-                splice.prefix.encode(),
-                splice.suffix.encode(),
-                hashlib.sha256(splice.today_prefix.encode()),
-                splice.today_suffix.encode(),
-            )
-            if splice is not None
-            else None
-        )
-    ids = list(by_class)
-    empties = {
-        f"_suffix{i}": [by_class[c][1] and e + by_class[c][1] for c in ids] for i, e in enumerate(_EMPTY_METADATA_BYTES)
-    }
+        if splice is None:
+            heads.append(None)
+            tails.append(b"")
+            prefixes.append(None)
+            suffixes.append(None)
+            continue
+        # today's prefix hashed once per class; each call continues from a copy
+        heads.append(hashlib.sha256(splice.today_prefix.encode()))
+        tails.append(splice.today_suffix.encode())
+        prefixes.append(splice.prefix.encode())
+        suffixes.append(splice.suffix.encode())
     bounds = _frame(
-        {
-            "_class": ids,
-            "_prefix": [by_class[c][0] if by_class[c] else None for c in ids],
-            "_suffix": [by_class[c][1] if by_class[c] else None for c in ids],
-            **empties,
-        },
-        {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary, **{k: pl.Binary for k in empties}},
+        {"_class": ids, "_prefix": prefixes, "_suffix": suffixes},
+        {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary},
     )
     # where each call's own part lies in its bytes, checked against the set's prefix and
-    # suffix (and short of a falsy metadata value, which today's request leaves out)
+    # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
     request = pl.col("_request")
-    stripped = [
-        pl.when(request.bin.ends_with(pl.col(f"_suffix{i}"))).then(len(e)) for i, e in enumerate(_EMPTY_METADATA_BYTES)
-    ]
+    at = pl.col("_prefix").bin.size()
+    until = request.bin.size() - pl.col("_suffix").bin.size()
+    ok = (
+        request.bin.starts_with(pl.col("_prefix"))
+        & request.bin.ends_with(pl.col("_suffix"))
+        & (at <= until)
+        & ~pl.col("_metadata_dropped")
+    ).fill_null(False)
     spans = (
-        needs.select("_row", "_class")
+        needs.select("_row", "_class", "_metadata_dropped")
         .with_columns(_request=sets.base["request_json"].gather(needs["_row"]).cast(pl.Binary))
         .join(bounds, on="_class", how="left", maintain_order="left")
-        .with_columns(
-            _ok=(request.bin.starts_with(pl.col("_prefix")) & request.bin.ends_with(pl.col("_suffix"))).fill_null(
-                False
-            ),
-            _at=pl.col("_prefix").bin.size(),
-            _until=request.bin.size() - pl.col("_suffix").bin.size() - pl.coalesce(*stripped, pl.lit(0)),
-        )
-        .with_columns(_ok=pl.col("_ok") & (pl.col("_at") <= pl.col("_until")))
+        .select("_row", "_class", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
     )
-    column = spans["_request"].to_arrow()
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    column = column.cast(pa.large_binary())
-    offsets = memoryview(column.buffers()[1]).cast("q")[column.offset : column.offset + len(column) + 1].tolist()
-    data = memoryview(column.buffers()[2] or b"").cast("B")
-    out: dict[int, str] = {}
-    columns = zip(*(spans[c].to_list() for c in ("_row", "_class", "_ok", "_at", "_until")), strict=True)
-    for j, (row, class_id, ok, at, until) in enumerate(columns):
-        start = offsets[j]
-        if ok:
-            _, _, head, tail = by_class[class_id]
-            digest = head.copy()
-            digest.update(data[start + at : start + until])
-            digest.update(tail)
-            out[row] = digest.hexdigest()
+    out: list[str] = []
+    append = out.append
+    columns = zip(spans["_class"].to_list(), spans["_ok"].to_list(), spans["_own"].to_list(), strict=True)
+    for j, (class_id, fits, own) in enumerate(columns):
+        i = position[class_id]
+        if fits:
+            digest = heads[i].copy()
+            digest.update(own)
+            digest.update(tails[i])
+            append(digest.hexdigest())
         else:
-            text = bytes(data[start : offsets[j + 1]]).decode()
-            out[row] = _rerendered_by_parsing(text, pieces_of[class_id][1])
+            text = sets.base["request_json"][spans["_row"][j]]
+            append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
     return out
 
 

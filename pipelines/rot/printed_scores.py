@@ -93,27 +93,34 @@ def _score_reads(node: nodes.Node) -> int:
     return sum(1 for n in node.find_all((nodes.Getattr, nodes.Const)) if _reads_score(n)) + int(_reads_score(node))
 
 
-def _reads_only_score(expr: nodes.Node, var: str) -> bool:
-    """Does the expression read its document only as ``d.score`` / ``d['score']``?
-    Then its value depends on the score alone and is cached by it."""
-    uses = sum(1 for n in expr.find_all(nodes.Name) if n.name == var)
+def _reads_only(expr: nodes.Node, var: str, allowed: frozenset[str]) -> bool:
+    """Does the expression read its document only as ``d.<field>`` / ``d['<field>']``
+    with fields in ``allowed``, and nothing but the document? (``d.score`` alone: its
+    value depends on the score alone and is cached by it.)"""
+    names = [n for n in (expr, *expr.find_all(nodes.Name)) if isinstance(n, nodes.Name)]
+    if any(n.name != var for n in names):
+        return False
     reads = [
         n
         for n in (expr, *expr.find_all((nodes.Getattr, nodes.Getitem)))
         if isinstance(n, (nodes.Getattr, nodes.Getitem))
     ]
-    score_reads = sum(
+    field_reads = sum(
         1
         for n in reads
         if isinstance(n.node, nodes.Name)
         and n.node.name == var
         and (
-            n.attr == "score"
+            n.attr in allowed
             if isinstance(n, nodes.Getattr)
-            else isinstance(n.arg, nodes.Const) and n.arg.value == "score"
+            else isinstance(n.arg, nodes.Const) and n.arg.value in allowed
         )
     )
-    return uses == score_reads
+    return len(names) == field_reads
+
+
+_SCORE = frozenset({"score"})
+_PRINTABLE_FIELDS = frozenset({"doc_id", "text", "score"})
 
 
 @dataclass(frozen=True)
@@ -137,19 +144,26 @@ class PrintedScores:
         slots: list[Template],
         loop_vars: list[str],
         score_only: list[bool],
+        reads_score: list[bool] | None = None,
     ):
         self.template = template
         self._skeleton = skeleton
         self._slots = slots
         self._loop_vars = loop_vars
         self._score_only = score_only
+        self._reads_score = reads_score if reads_score is not None else [True] * len(slots)
         self._values: dict[tuple, str] = {}
         self._escaped: dict[tuple, str] = {}
         self._skeletons: dict[tuple, Skeleton | None] = {}
 
     @classmethod
-    def of(cls, template: TemplateVersion) -> PrintedScores | None:
-        """The template cut into skeleton and slots, or None when it reads scores any other way."""
+    def of(cls, template: TemplateVersion, *, document_fields: bool = False) -> PrintedScores | None:
+        """The template cut into skeleton and slots, or None when it reads scores any other way.
+
+        With ``document_fields`` every output expression in such a loop that reads its
+        document only as ``d.doc_id`` / ``d.text`` / ``d.score`` is a slot too, so a
+        skeleton that reads no document field depends on the number of documents alone
+        (``render_counted``); None then also when nothing could be cut."""
         source = template.source
         if template.reaches_impurity or "tojson" in source or template._ast is None:
             return None
@@ -158,11 +172,12 @@ class PrintedScores:
         if any(not isinstance(n.arg, nodes.Const) for n in tree.find_all(nodes.Getitem)):
             return None
         total = _score_reads(tree)
-        if total == 0:
+        if total == 0 and not document_fields:
             return None  # prints no score: grouping alone handles it
         slots: list[Template] = []
         loop_vars: list[str] = []
         score_only: list[bool] = []
+        reads_score: list[bool] = []
         found = 0
         env = environment()
         for loop in tree.find_all(nodes.For):
@@ -175,7 +190,10 @@ class PrintedScores:
             var = loop.target.name
             for output in loop.find_all(nodes.Output):
                 for i, expr in enumerate(output.nodes):
-                    if isinstance(expr, nodes.TemplateData) or not _score_reads(expr):
+                    if isinstance(expr, nodes.TemplateData):
+                        continue
+                    scored = _score_reads(expr) > 0
+                    if not scored and not (document_fields and _reads_only(expr, var, _PRINTABLE_FIELDS)):
                         continue
                     names = {n.name for n in expr.find_all(nodes.Name)} | (
                         {expr.name} if isinstance(expr, nodes.Name) else set()
@@ -186,7 +204,8 @@ class PrintedScores:
                     slot = nodes.Template([nodes.Output([copy.deepcopy(expr)], lineno=expr.lineno)], lineno=1)
                     slots.append(env.from_string(slot.set_environment(env)))
                     loop_vars.append(var)
-                    score_only.append(_reads_only_score(expr, var))
+                    score_only.append(_reads_only(expr, var, _SCORE))
+                    reads_score.append(scored)
                     call = nodes.Call(
                         nodes.Name(SLOT_FUNCTION, "load", lineno=expr.lineno),
                         [nodes.Const(len(slots) - 1, lineno=expr.lineno), nodes.Name(var, "load", lineno=expr.lineno)],
@@ -198,8 +217,10 @@ class PrintedScores:
                     output.nodes[i] = call
         if found != total:
             return None  # a score read outside a printed slot (nested loops count twice too)
+        if not slots:
+            return None
         skeleton = env.from_string(tree.set_environment(env))
-        return cls(template, skeleton, slots, loop_vars, score_only)
+        return cls(template, skeleton, slots, loop_vars, score_only, reads_score)
 
     def skeleton(self, variables_json: str | None, documents: Sequence[DocRef], clock: datetime) -> Skeleton | None:
         """The rendering with each printed score left as a hole; None when it fails or
@@ -210,8 +231,30 @@ class PrintedScores:
         found = self._skeletons[key] = self._render_skeleton(variables_json, documents, clock)
         return found
 
-    def _render_skeleton(
+    def render_counted(
         self, variables_json: str | None, documents: Sequence[DocRef], clock: datetime
+    ) -> tuple[str, bool] | None:
+        """(the full rendering with these documents and their scores, whether it read a
+        score) from a skeleton rendered once per variables and number of documents and
+        slots rendered once per distinct document (``of(..., document_fields=True)``);
+        None when the skeleton reads a document field itself or a slot does not render
+        (then render in full, which also says why)."""
+        key = (variables_json, len(documents))
+        if key not in self._skeletons:
+            blank = [DocRef("", "", None)] * len(documents)
+            self._skeletons[key] = self._render_skeleton(variables_json, blank, clock, reads_allowed=False)
+        skeleton = self._skeletons[key]
+        if skeleton is None:
+            return None
+        try:
+            parts = self._filled(documents, skeleton.parts, [d.score for d in documents], self._values, str)
+        except Exception:
+            return None
+        reads_score = self._reads_score
+        return "".join(parts), any(p.__class__ is not str and reads_score[p[0]] for p in skeleton.parts)
+
+    def _render_skeleton(
+        self, variables_json: str | None, documents: Sequence[DocRef], clock: datetime, *, reads_allowed: bool = True
     ) -> Skeleton | None:
         import random
 
@@ -235,7 +278,7 @@ class PrintedScores:
             text = self._skeleton.render(context)
         except Exception:
             return None
-        if "score" in seen or "*" in seen:
+        if "score" in seen or "*" in seen or (seen and not reads_allowed):
             return None
         parts: list[str | tuple[int, int]] = []
         at = 0
@@ -252,15 +295,15 @@ class PrintedScores:
     def text(self, skeleton: Skeleton, scores: Sequence[float | None]) -> str:
         """The full rendering with these scores (one per skeleton document) in the holes.
         Raises what Jinja raises when a slot does not render (e.g. a missing score)."""
-        return "".join(self._filled(skeleton, skeleton.parts, scores, self._values, str))
+        return "".join(self._filled(skeleton.documents, skeleton.parts, scores, self._values, str))
 
     def canonical(self, skeleton: Skeleton, scores: Sequence[float | None]) -> str:
         """``canonical_json(self.text(skeleton, scores))``, without building the text."""
-        return '"' + "".join(self._filled(skeleton, skeleton.escaped, scores, self._escaped, _escape)) + '"'
+        return '"' + "".join(self._filled(skeleton.documents, skeleton.escaped, scores, self._escaped, _escape)) + '"'
 
     def _filled(
         self,
-        skeleton: Skeleton,
+        documents: Sequence[DocRef],
         parts: Sequence[str | tuple[int, int]],
         scores: Sequence[float | None],
         values: dict[tuple, str],
@@ -268,16 +311,22 @@ class PrintedScores:
     ) -> list[str]:
         out = []
         score_only = self._score_only
+        reads_score = self._reads_score
         for part in parts:
             if part.__class__ is str:
                 out.append(part)
                 continue
             k, i = part
             score = scores[i]
-            key = (k, score) if score_only[k] else (k, skeleton.documents[i], score)
+            d = documents[i]
+            if score_only[k]:
+                key = (k, score)
+            elif reads_score[k]:
+                key = (k, d.doc_id, d.text, score)
+            else:
+                key = (k, d.doc_id, d.text)
             value = values.get(key)
             if value is None:
-                d = skeleton.documents[i]
                 value = values[key] = as_part(self._slot(k, DocRef(d.doc_id, d.text, score)))
             out.append(value)
         return out

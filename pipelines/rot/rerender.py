@@ -20,7 +20,7 @@ same bytes as ``canonical.canonical_json`` (sorted keys, same separators).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -139,6 +139,9 @@ class Renderer:
         self._systems: dict[tuple, SystemRender] = {}
         self._canonical: dict[tuple, str] = {}
         self._documents: dict[tuple[str, str], str] = {}
+        self._slotted: dict[str, Any] = {}
+        self._models: dict[tuple[str, date], tuple[str | None, str | None]] = {}
+        self._params: dict[tuple, tuple[dict[str, Any], dict[str, str], bool]] = {}
 
     def system(
         self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
@@ -166,6 +169,11 @@ class Renderer:
         self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
     ) -> tuple[SystemRender, bool]:
         """(the rendering, whether the template read a retrieval score)."""
+        counted = self._counted(template, variables_json, documents)
+        if counted is not None:
+            text, read_scores = counted
+            canonical = canonical_json(text)
+            return SystemRender(text, canonical, sha256_hex(canonical)), read_scores
         variables = json.loads(variables_json) if variables_json else {}
         seen: set[str] = set()
         docs = [_ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": d.score}, seen) for d in documents]
@@ -184,6 +192,45 @@ class Renderer:
         read_scores = read_scores or "score" in seen or "*" in seen
         canonical = canonical_json(text)
         return SystemRender(text, canonical, sha256_hex(canonical), impure=probe != text), read_scores
+
+    def _counted(
+        self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
+    ) -> tuple[str, bool] | None:
+        """The rendering from cached pieces, where the template's document loops can be
+        cut into a skeleton and per-document slots (``PrintedScores.render_counted``):
+        calls that differ only in their documents render the rest of the template once."""
+        # imported here: printed_scores builds on this module's DocRef and observed documents
+        from pipelines.rot.printed_scores import PrintedScores
+
+        if template.sha256 not in self._slotted:
+            self._slotted[template.sha256] = PrintedScores.of(template, document_fields=True)
+        slotted = self._slotted[template.sha256]
+        return slotted.render_counted(variables_json, documents, self.clock) if slotted is not None else None
+
+    def model(self, alias: str, resolve: Callable[[], str | None], day: date) -> tuple[str | None, str | None]:
+        """(the snapshot an alias resolves to on ``day``, its JSON), once per alias."""
+        found = self._models.get((alias, day))
+        if found is None:
+            model = resolve()
+            found = self._models[(alias, day)] = (
+                model,
+                json.dumps(model, ensure_ascii=False) if model is not None else None,
+            )
+        return found
+
+    def params(
+        self, route_key: tuple, template: TemplateVersion | None, ingredients: Ingredients
+    ) -> tuple[dict[str, Any], dict[str, str], bool]:
+        """(today's params of a route and template version, their canonical JSON, whether
+        the route is configured), once per route and version; callers only read them."""
+        found = self._params.get(route_key)
+        if found is None:
+            route = ingredients.route_params(route_key[0])
+            merged = {**(template.params if template else {}), **(route or {})}
+            params = {k: v for k, v in merged.items() if v is not None}
+            pieces = {k: canonical_json(v) for k, v in params.items()}
+            found = self._params[route_key] = (params, pieces, route is not None)
+        return found
 
     def canonical(self, kind: str, key: Any, value: Any) -> str:
         """Canonical JSON of a block that repeats across calls (tools, params), by a cache key."""
@@ -230,18 +277,23 @@ def rerender_request(
     """The request a call's names resolve to today (see the module docstring)."""
     # model: the alias resolved today; a call without an alias named a model directly
     alias = call.get("model_alias")
-    model = ingredients.resolve_model(alias, today) if alias else request.get("model")
+    if alias:
+        model, model_json = renderer.model(alias, lambda: ingredients.resolve_model(alias, today), today)
+    else:
+        model = request.get("model")
+        model_json = json.dumps(model, ensure_ascii=False) if model is not None else None
     # params: the template version's defaults, overridden by the route's config
-    route = ingredients.route_params(call.get("service"))
-    merged = {**(template.params if template else {}), **(route or {})}
-    params = {k: v for k, v in merged.items() if v is not None}
-    current = [DocRef(d["doc_id"], ingredients.documents.get(d["doc_id"]), d.get("score")) for d in docs]
+    # the version's metadata (its default params) is not in the source hash: key by the version too
+    route_key = (call.get("service"), (template.template_id, template.version, template.sha256) if template else None)
+    params, param_pieces, route_known = renderer.params(route_key, template, ingredients)
+    documents = ingredients.documents
+    current = [DocRef(d["doc_id"], documents.get(d["doc_id"]), d.get("score")) for d in docs]
     present = tuple(d for d in current if d.text is not None)
     system = renderer.system(template, call.get("template_variables_json"), present) if template else None
 
     pieces: dict[str, str] = {}
-    if model is not None:
-        pieces["model"] = json.dumps(model, ensure_ascii=False)
+    if model_json is not None:
+        pieces["model"] = model_json
     if system is not None and system.canonical is not None:
         pieces["system"] = system.canonical
     # from the record, whose JSON is canonical already (no None in objects): dumps suffices
@@ -250,9 +302,7 @@ def rerender_request(
     )
     if template is not None and template.tools:
         pieces["tools"] = renderer.canonical("tools", template.sha256, template.tools)
-    route_key = (call.get("service"), template.sha256 if template else None)
-    param_pieces = {k: renderer.canonical("param", (route_key, k), v) for k, v in params.items()}
     pieces.update(param_pieces)
     if request.get("metadata"):
         pieces["metadata"] = canonical_json(request["metadata"])
-    return Rerendered(model, params, route is not None, current, system, pieces, param_pieces)
+    return Rerendered(model, params, route_known, current, system, pieces, param_pieces)

@@ -83,3 +83,42 @@ def test_a_request_assembled_from_pieces_is_the_canonical_request():
     pieces = {k: canonical_json(v) for k, v in request.items()}
     assert canonical_object(pieces) == canonical_json(request)
     assert json.loads(canonical_object(pieces)) == json.loads(canonical_json(request))
+
+
+@pytest.mark.parametrize(
+    ("source", "from_pieces"),
+    [
+        ('{{ company }}\n{% for d in documents %}<doc id="{{ d.doc_id }}">\n{{ d.text }}\n</doc>\n{% endfor %}', True),
+        (
+            "{% for d in documents %}[{{ d['doc_id'] }}] {{ d.text|upper }} {{ '%.2f'|format(d.score) }}{% endfor %}",
+            True,
+        ),
+        ("{% for d in documents %}{{ loop.index }}. {{ d.text }}{% else %}none{% endfor %}", True),
+        ("{% for d in documents %}{% for e in documents %}{{ d.doc_id }}{{ e.doc_id }},{% endfor %}{% endfor %}", True),
+        # the skeleton reads a document itself, or prints it whole: rendered in full
+        ("{% for d in documents %}{% if d.text|length > 50 %}{{ d.text }}{% endif %}{% endfor %}", False),
+        ("{% for d in documents %}{{ d }}{% endfor %}", False),
+        ("{% for d in documents %}{{ d.doc_id ~ loop.index }}{% endfor %}", False),
+        ("{{ documents|map(attribute='text')|join('|') }}", False),
+    ],
+)
+def test_a_template_rendered_from_skeleton_and_slots_gives_the_full_rendering(source, from_pieces):
+    """Renderer renders document loops from a skeleton per variables and document count and
+    a slot per document: the same text and canonical JSON as Jinja rendering it whole."""
+    from pipelines.rot.render import render_template
+
+    template = TemplateVersion("t", "v1", source)
+    renderer = Renderer(TODAY)
+    two = [DocRef("kb-a", "a" * 60, 0.5), DocRef("kb-b", "b", 0.25)]
+    assert (renderer._counted(template, '{"company": "Acme"}', two) is not None) == from_pieces
+    for n, scores in ((0, ()), (1, (0.5,)), (3, (0.25, 0.125, 0.9)), (3, (0.3, 0.125, 0.9))):
+        docs = [DocRef(f"kb-{i}", f'text {i} with "quotes"\nünïcode ' + "x" * 30 * i, s) for i, s in enumerate(scores)]
+        got = renderer.system(template, '{"company": "Acme"}', docs)
+        full = render_template(
+            source,
+            {"company": "Acme"},
+            [{"doc_id": d.doc_id, "text": d.text, "score": d.score} for d in docs],
+            clock=TODAY,
+        )
+        assert got.text == full and got.canonical == canonical_json(full), (n, scores)
+        assert got.error is None and not got.impure
