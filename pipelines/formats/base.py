@@ -161,7 +161,8 @@ def strict_loads(data: bytes | str) -> Any:
     except (orjson.JSONDecodeError, RecursionError):
         return _strict_slow(data)
     again = orjson.dumps(value)
-    if again.count(b":") != raw.count(b":") or b"e+" in again:
+    # the same bytes back (compact JSON, as most producers write it) cannot hide a duplicate
+    if (again != raw and again.count(b":") != raw.count(b":")) or b"e+" in again:
         return _strict_slow(data)
     return value
 

@@ -23,7 +23,7 @@ from pipelines.formats.base import (
     normalize_records,
     validated_object,
 )
-from pipelines.record.anthropic_shape import request_columns, response_columns, usage_row
+from pipelines.record.anthropic_shape import request_columns_and_plain, response_columns, usage_row
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import document_row, finalize_call, new_call, span_for_call
 
@@ -263,12 +263,15 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
             template_label=doc.prompt.label,
             template_variables_json=_json_or_none(doc.prompt.variables),
         )
+    plain_request = None
     if request is not None:
-        call.update(request_columns(request))
+        columns, plain_request = request_columns_and_plain(request)
+        call.update(columns)
         if call["request_model"] != doc.model.id:
             # the body is what was sent; keep it, and say the record disagrees with itself
             call["flags"] = [*(call["flags"] or []), "model_id_mismatch"]
-    sampling = doc.sampling.model_dump() if doc.sampling else {}
+    # dict(model): its fields as they are; these models hold only plain values, so it is model_dump() without the walk
+    sampling = dict(doc.sampling) if doc.sampling else {}
     params = dict(call.get("params") or {})
     for key, value in sampling.items():
         if params.get(key) is None:
@@ -283,7 +286,7 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
     if doc.finish_reason is not None:
         call["finish_reason"] = doc.finish_reason
     if doc.usage is not None:
-        call["usage"] = usage_row(doc.usage.model_dump(), doc.cost_usd)
+        call["usage"] = usage_row(dict(doc.usage), doc.cost_usd)
     elif call.get("usage") is not None:
         call["usage"]["cost_usd"] = doc.cost_usd
     elif doc.cost_usd is not None:
@@ -311,7 +314,7 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
     )
     extra = doc.model_extra or {}
     call["extra_json"] = canonical_json(extra) if extra else None
-    return finalize_call(call, doc.block_tokens)
+    return finalize_call(call, doc.block_tokens, plain_request=plain_request)
 
 
 def _validate(value: Any) -> FrozenCallV1:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pipelines.record.canonical import canonical_json, verbatim_json
+from pipelines.record.canonical import canonical_request, verbatim_json
 
 SAMPLING_KEYS = ("max_tokens", "temperature", "top_p", "top_k", "seed", "stop_sequences")
 # Request keys that have a column of their own; the rest go to params_extra_json.
@@ -97,17 +97,25 @@ def system_text(system: Any) -> str | None:
 
 def request_columns(request: Mapping[str, Any]) -> dict[str, Any]:
     """The call columns an Anthropic Messages request body fills."""
+    return request_columns_and_plain(request)[0]
+
+
+def request_columns_and_plain(request: Mapping[str, Any]) -> tuple[dict[str, Any], Any]:
+    """(``request_columns``, the request when ``finalize_call`` can hash its
+    blocks from it without parsing ``request_json`` back: canonical.canonical_request)."""
     params = {k: request.get(k) for k in SAMPLING_KEYS}
     extra = {k: v for k, v in request.items() if k not in STRUCTURED_KEYS and v is not None}
-    return {
+    request_json, plain = canonical_request(request)
+    columns = {
         "request_model": request.get("model"),
         "system_text": system_text(request.get("system")),
         "messages": [message_row(m) for m in request.get("messages") or []],
         "tool_definitions": [tool_definition_row(t) for t in request.get("tools") or []],
         "params": params,
         "params_extra_json": verbatim_json(extra) if extra else None,
-        "request_json": canonical_json(request),
+        "request_json": request_json,
     }
+    return columns, plain
 
 
 def response_columns(response: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,13 +12,18 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def _tool_call_ids(messages: list[Mapping[str, Any]], part_type: str) -> set[str]:
-    return {
-        p["tool_call_id"]
-        for m in messages or []
-        for p in m.get("parts") or []
-        if p.get("type") == part_type and p.get("tool_call_id")
-    }
+def _tool_call_ids(messages: list[Mapping[str, Any]]) -> tuple[set[str], set[str]]:
+    """(tool call ids the messages' tool_call parts name, those their tool_result parts name), in one pass."""
+    made: set[str] = set()
+    results: set[str] = set()
+    for m in messages:
+        for p in m.get("parts") or ():
+            kind = p.get("type")
+            if kind == "tool_call" or kind == "tool_result":
+                tool_call_id = p.get("tool_call_id")
+                if tool_call_id:
+                    (made if kind == "tool_call" else results).add(tool_call_id)
+    return made, results
 
 
 def missing_capture_items(call: Mapping[str, Any]) -> list[str]:
@@ -31,8 +36,7 @@ def missing_capture_items(call: Mapping[str, Any]) -> list[str]:
     params = call.get("params") or {}
     if not call.get("request_model") or params.get("max_tokens") is None:
         missing.append("model_params")
-    calls_made = _tool_call_ids(messages, "tool_call")
-    results = _tool_call_ids(messages, "tool_result")
+    calls_made, results = _tool_call_ids(messages)
     results |= {t["tool_call_id"] for t in call.get("tool_executions") or [] if t.get("result_json") is not None}
     if calls_made - results:
         missing.append("tool_results")

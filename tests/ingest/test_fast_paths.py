@@ -84,6 +84,43 @@ def test_block_hashes_follow_the_spec_for_guarded_values():
 
 
 @pytest.mark.parametrize(
+    "request_body, kept",
+    [
+        ({"model": "m", "system": "s", "messages": [{"role": "user", "content": "oi"}], "max_tokens": 5}, True),
+        ({"model": "m", "messages": [{"role": "user", "content": "x", "name": None}]}, None),  # a None: cleaned
+        ({"model": "m", "messages": [], "temperature": 1e-05}, False),  # a float the spec writes otherwise
+        ({"model": "m", "messages": [], "metadata": {"user_id": "u"}, "seed": 2**70}, False),  # orjson refuses it
+    ],
+)
+def test_block_hashes_from_the_kept_request_are_those_of_the_text(request_body, kept):
+    """``canonical_request`` hands the request back only when its blocks can be
+    hashed from it as they are; the hashes must be those parsed from the text,
+    and the documents' fast bytes those of the spec."""
+    text, plain = canonical.canonical_request(request_body)
+    assert text == canonical.canonical_json(request_body)
+    if kept is None:  # the None-free copy, which orjson writes as the spec does
+        assert plain == canonical.drop_none(request_body) and plain is not request_body
+    else:
+        assert (plain is request_body) is kept and (plain is None) is not kept
+    docs = [("d1", "Você \\u \u2028 null 1e-05"), ("d2", None), (7, "a number for an id")]
+    parsed = canonical.block_hashes_from_json(text, docs, {"system": 3})
+    if plain is not None:
+        assert parsed == canonical.block_hashes_from_json(text, docs, {"system": 3}, plain_request=plain)
+    hashes = {r["block"]: r["sha256"] for r in parsed}
+    assert hashes["document:d1"] == canonical.sha256_hex(spec({"doc_id": "d1", "text": docs[0][1]}))
+    assert hashes["document:7"] == canonical.sha256_hex(spec({"doc_id": 7, "text": docs[2][1]}))
+    assert "document:d2" not in hashes
+
+
+def test_record_sha256_is_the_same_with_and_without_string_keys_only():
+    row = {"a": 1, "when": datetime(2026, 11, 20, tzinfo=UTC), "day": date(2026, 11, 20), "m": {"z": 1, "b": [2]}}
+    with_option = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+    assert canonical.record_sha256(row, ()) == canonical.sha256_hex(orjson.dumps(row, option=with_option, default=str))
+    odd = {**row, "segment": {1: "a"}}  # a non-string key takes the other path, same digest rule
+    assert canonical.record_sha256(odd, ()) == canonical.sha256_hex(orjson.dumps(odd, option=with_option, default=str))
+
+
+@pytest.mark.parametrize(
     "text",
     [
         b'{"a": 1, "b": {"c": [1, 2.5, "x:y"]}}',
@@ -105,6 +142,7 @@ def test_strict_loads_reads_what_json_reads(text):
     "text, error",
     [
         (b'{"a": 1, "a": 2}', AmbiguousRecord),
+        (b'{"a":1,"a":1}', AmbiguousRecord),
         (b'{"a": {"k": "x:y", "k": "z"}}', AmbiguousRecord),
         (b'{"a": "\\u003a", "b": 1, "b": 2}', AmbiguousRecord),
         (b'{"a": NaN}', NonFiniteNumber),
