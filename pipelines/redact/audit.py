@@ -11,6 +11,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from pipelines.record.canonical import record_sha256
@@ -24,6 +25,7 @@ AUDIT_BOOKKEEPING = ("redacted_at", "record_sha256")
 _IDENTIFIER = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
+@lru_cache(maxsize=8192)  # called per replacement; a day has few distinct paths
 def safe_path(path: str) -> str:
     return ".".join(part if _IDENTIFIER.fullmatch(part) else "*" for part in path.split("."))
 

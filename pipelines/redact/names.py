@@ -16,12 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from pipelines.redact.nlp import LANGUAGE, PipelineNlpEngine
+from pipelines.redact.nlp import LANGUAGE, LOWER_LEMMA, PipelineNlpEngine, person_names
 
 OVERLAP = 256  # characters shared by neighbouring chunks of a large field
 NER_SCORE = 0.85  # what presidio's spaCy recognizer gives every NER entity
 CACHE_LIMIT = 500_000  # distinct lines remembered; past it the memory is cleared
-BATCH_SIZE = 64
+BATCH_SIZE = 256  # 10% faster than 64; the model reads each line alone whatever the batch
+# NER reads entities only: the lemma component (context words) would walk every token for nothing
+NOT_FOR_NAMES = (LOWER_LEMMA,)
 
 Span = tuple[int, int]
 
@@ -87,7 +89,7 @@ class LineNames:
         if len(self._found) + len(todo) > CACHE_LIMIT:
             self._found.clear()
         short = [line for line in todo if len(line) <= self.max_line_chars]
-        docs = self.engine.nlp[LANGUAGE].pipe(short, batch_size=BATCH_SIZE)
+        docs = self.engine.nlp[LANGUAGE].pipe(short, batch_size=BATCH_SIZE, disable=NOT_FOR_NAMES)
         for line, doc in zip(short, docs, strict=True):
             self._store(line, self._people(doc))
         for line in todo:
@@ -114,12 +116,12 @@ class LineNames:
         self.chars_read += len(line)
 
     def _people(self, doc) -> tuple[Span, ...]:
-        return tuple((ent.start_char, ent.end_char) for ent in self.engine.artifacts(doc).entities)
+        return tuple((ent.start_char, ent.end_char) for ent in person_names(doc))
 
     def _long_line(self, line: str) -> tuple[Span, ...]:
         found: set[Span] = set()
         for offset, chunk in chunks(line, self.max_line_chars):
-            doc = self.engine.nlp[LANGUAGE](chunk)
+            doc = self.engine.nlp[LANGUAGE](chunk, disable=NOT_FOR_NAMES)
             found |= {(start + offset, end + offset) for start, end in self._people(doc)}
         kept: list[Span] = []
         for span in sorted(found, key=lambda s: (-(s[1] - s[0]), s[0])):

@@ -35,7 +35,10 @@ NAME_LOCALES = ("en_US", "en_GB", "pt_BR", "pt_PT", "es_ES", "fr_FR", "de_DE", "
 STOP_WORDS = frozenset(ENGLISH_STOP_WORDS | PORTUGUESE_STOP_WORDS | {"olá", "ola", "oi", "obrigado", "obrigada"})
 
 
-@Language.component("tracelake_lower_lemma")
+LOWER_LEMMA = "tracelake_lower_lemma"
+
+
+@Language.component(LOWER_LEMMA)
 def lower_lemma(doc: Doc) -> Doc:
     for token in doc:
         token.lemma_ = token.lower_
@@ -44,7 +47,7 @@ def lower_lemma(doc: Doc) -> Doc:
 
 def blank_pipeline() -> Language:
     nlp = spacy.blank(LANGUAGE)
-    nlp.add_pipe("tracelake_lower_lemma")
+    nlp.add_pipe(LOWER_LEMMA)
     nlp.max_length = MAX_CHARS
     return nlp
 
@@ -68,7 +71,7 @@ def ner_pipeline() -> Language:
     # parser and lemmatizer only slow it down (2.3x). Lemmas for context words
     # come from the same lower-case component as the blank pipeline's.
     nlp = spacy.load(NER_MODEL, exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
-    nlp.add_pipe("tracelake_lower_lemma")
+    nlp.add_pipe(LOWER_LEMMA)
     nlp.max_length = MAX_CHARS
     return nlp
 
@@ -105,6 +108,11 @@ def _looks_like_a_name(ent: Span) -> bool:
     return not all(t.lower_ in STOP_WORDS for t in words)
 
 
+def person_names(doc: Doc) -> list[Span]:
+    """The PERSON entities of a doc that look like a name."""
+    return [ent for ent in doc.ents if ent.label_ == PERSON and _looks_like_a_name(ent)]
+
+
 class PipelineNlpEngine(NlpEngine):
     """A presidio NLP engine over an already built spaCy pipeline.
 
@@ -123,7 +131,7 @@ class PipelineNlpEngine(NlpEngine):
         return True
 
     def artifacts(self, doc: Doc) -> NlpArtifacts:
-        people = [ent for ent in doc.ents if ent.label_ == PERSON and _looks_like_a_name(ent)]
+        people = person_names(doc)
         # nlp_engine=None: presidio would otherwise compute stop-word filtered
         # keywords for its own enhancer, which tracelake replaces
         return NlpArtifacts(

@@ -8,6 +8,9 @@ numbers, ids, file names) with low-score hits (see README.md).
 
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
+
 import phonenumbers
 import regex
 from presidio_analyzer import (
@@ -164,6 +167,20 @@ class LongIpRecognizer(IpRecognizer):
         ]
 
 
+WINDOW_MEMO_LIMIT = 100_000
+
+
+@lru_cache(maxsize=65_536)
+def _valid_in_any(number: str, regions: tuple[str, ...]) -> bool:
+    for region in regions:
+        try:
+            if phonenumbers.is_valid_number(phonenumbers.parse(number, region)):
+                return True
+        except phonenumbers.NumberParseException:
+            continue
+    return False
+
+
 # Where a phone number could be: 7+ digits with the punctuation numbers are written with
 PHONE_CANDIDATE = regex.compile(r"(?:\+|\b)[\d(][\d \t().\-/]{5,24}\d")
 _MARGIN = 24
@@ -185,15 +202,10 @@ class TracePhoneRecognizer(PhoneRecognizer):
 
     def __init__(self, **kwargs):
         super().__init__(leniency=phonenumbers.Leniency.POSSIBLE, **kwargs)
+        self._memo: dict[tuple, list] = {}
 
     def _is_valid(self, number: str) -> bool:
-        for region in self.supported_regions:
-            try:
-                if phonenumbers.is_valid_number(phonenumbers.parse(number, region)):
-                    return True
-            except phonenumbers.NumberParseException:
-                continue
-        return False
+        return _valid_in_any(number, tuple(self.supported_regions))
 
     def _windows(self, text: str):
         """Candidate spans widened by a margin and merged, so the matcher sees
@@ -212,10 +224,22 @@ class TracePhoneRecognizer(PhoneRecognizer):
         if end > start:
             yield start, text[start:end]
 
+    def _window_results(self, window: str, entities) -> list:
+        """The matcher's results on one window, computed once per distinct window
+        (a number and the text around it recur across the texts of a day); copies,
+        since the caller shifts and rescores them."""
+        key = (window, tuple(entities or ()))
+        found = self._memo.get(key)
+        if found is None:
+            if len(self._memo) >= WINDOW_MEMO_LIMIT:
+                self._memo.clear()
+            found = self._memo[key] = super().analyze(window, entities, None)
+        return copy.deepcopy(found) if found else []
+
     def analyze(self, text, entities, nlp_artifacts=None):
         results = []
         for offset, window in self._windows(text):
-            for result in super().analyze(window, entities, None):
+            for result in self._window_results(window, entities):
                 result.start += offset
                 result.end += offset
                 results.append(result)

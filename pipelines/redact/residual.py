@@ -74,11 +74,59 @@ _ESCAPES = regex.compile(r'\\+(u[0-9a-fA-F]{4}|[nrtbf"/\\])?')
 # a negative integer holding a card number: the card pattern wants no "-" before it
 _NEGATIVE_CARD = regex.compile(r"-(\d{12,19})(?!\d)")
 GATE_MEMO_LIMIT = 200_000
+# What some pattern of the scan needs in a text, as substring tests and two short
+# searches (``may_match``): most distinct lines of a redacted table have none of them
+_KEY_LITERALS = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "github_pat_", "xox", "AIza", "_live_", "_test_", "eyJ",
+                 "PRIVATE KEY")  # fmt: skip
+_GITHUB = regex.compile(r"gh[pousr]_")
+_CNPJ_SHAPE = regex.compile(r"[0-9A-Z]{2}\.[0-9A-Z]{3}\.[0-9A-Z]{3}/[0-9A-Z]{4}-")
+# a CPF, a plain CNPJ, a card (4-4-4..., 4-6-4/5 or 12+ digits; a negative one too), as the patterns write them
+_DIGIT_RUN = regex.compile(
+    r"\d{3}\.\d{3}\.\d{3}-\d{2}|\d{9}-?\d{2}|\d{2}\.?\d{3}\.?\d{3}/?\d{4}-?\d{2}"
+    r"|\d{4}[ -]?\d{4}[ -]?\d{4}|\d{4}[ -]?\d{6}"
+)
+# NUL joins strings (JSON escapes it); deleting these leaves nothing of plain ids
+_PLAIN_ID_CHARS = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyz0123456789\x00")
 _NUMBER_CHECKS = (
     ("cpf", check_digits.is_valid_cpf),
     ("cnpj", check_digits.is_valid_cnpj),
     ("card", check_digits.is_valid_card),
 )
+
+
+def may_match(text: str) -> bool:
+    """False only when no pattern of the scan can match in ``text``: an email needs
+    "@", an API key one of its literal prefixes, a formatted alphanumeric CNPJ its
+    dots and slash, and a CPF, plain CNPJ or card eleven ASCII digits (the
+    patterns' ``\\d`` also reads other scripts' digits: such a text is searched)
+    and a run of them. Cheaper than running the patterns, and most lines fail it."""
+    if "@" in text or any(literal in text for literal in _KEY_LITERALS):
+        return True
+    if "gh" in text and "_" in text and _GITHUB.search(text):
+        return True
+    if "/" in text and "-" in text and "." in text and _CNPJ_SHAPE.search(text):
+        return True
+    if not text.isascii() or len(text) - len(text.translate(_DIGITS)) >= 11:
+        return _DIGIT_RUN.search(text) is not None
+    return False
+
+
+_SLASH_ESCAPE = regex.compile(r"\\+/")
+_OTHER_ESCAPE = regex.compile(r'\\+[nrtbf"]?')
+
+
+def may_match_any_reading(value: str) -> bool:
+    """False only when ``may_match`` fails on every reading ``_Counter.may_count``
+    makes of any leaf of this text or JSON text (a leaf's reading is part of the
+    whole value's): backslashes as literal characters, and as JSON escapes
+    (``\\n`` a space, ``\\/`` a slash, nested escapes alike). A ``\\u``
+    escape can stand for any character: such a value is judged leaf by leaf."""
+    if "\\" not in value:
+        return may_match(value)
+    if "\\u" in value:
+        return True
+    unescaped = _OTHER_ESCAPE.sub(" ", _SLASH_ESCAPE.sub("/", value))
+    return may_match(value.replace("\\", " ")) or may_match(unescaped)
 
 
 def patterns_for_mode(mode: str) -> tuple[str, ...]:
@@ -163,6 +211,8 @@ class _Counter:
                 self.counts[name] += 1
 
     def _text(self, value: str, structural: bool) -> None:
+        if not may_match(value):
+            return
         if "email" in self.wanted and "@" in value:
             for m in _email_pattern().finditer(value):
                 if _is_personal_email(m.group()) and not self._allowed(m.group()):
@@ -240,11 +290,15 @@ class _CleanValues:
         self.counter = counter
         self._memo: dict[str, bool] = {}
         self._identifiers: dict[str, bool] = {}
+        self._clean_ids: set[str] = set()  # the non-plain identifier strings judged clean
 
     def skip(self, value: str, kind: str) -> bool:
         clean = self._memo.get(value)
         if clean is None:
-            clean = self._json_clean(value) if kind == JSON else self._text_clean(value)
+            if not may_match_any_reading(value):
+                clean = True  # no leaf of it can count: not parsed, not split
+            else:
+                clean = self._json_clean(value) if kind == JSON else self._text_clean(value)
             self._remember(value, clean)
         return clean
 
@@ -274,8 +328,13 @@ class _CleanValues:
         with no capital (a hex hash, a bare number) cannot count there: a
         formatted number needs punctuation, an email "@", an API key "-", "_"
         or capitals."""
+        strings = set(_identifier_strings(values))
+        strings.difference_update(self._clean_ids)
+        # left: hashes and ids, mostly. All of them lower-case letters and digits? (at C speed)
+        if not "\x00".join(strings).translate(_PLAIN_ID_CHARS):
+            return True
         memo = self._identifiers
-        for value in _identifier_strings(values):
+        for value in strings:
             if value.isalnum() and (value.islower() or value.isdigit()):
                 continue
             clean = memo.get(value)
@@ -283,7 +342,10 @@ class _CleanValues:
                 clean = not self.counter.may_count(value, structural=True)
                 if len(memo) >= GATE_MEMO_LIMIT:
                     memo.clear()
+                    self._clean_ids.clear()
                 memo[value] = clean
+                if clean:
+                    self._clean_ids.add(value)
             if not clean:
                 return False
         return True

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from functools import lru_cache
 from typing import Literal
 
 import phonenumbers
@@ -26,6 +27,7 @@ Mode = Literal["placeholder", "encrypt", "synthetic"]
 MODES: tuple[str, ...] = ("placeholder", "encrypt", "synthetic")
 
 
+@lru_cache(maxsize=65_536)  # per replacement, and a trace repeats its values (phones parse slowly)
 def normalize(entity: str, value: str) -> str:
     """The form two mentions of one value share."""
     if entity in (CPF, SSN, CARD):

@@ -108,6 +108,12 @@ TRICKY = {
         json.dumps({"e": "José joana.prado@gmail.com"}, ensure_ascii=True),
         '{"c": "11.222.333\\/0001-81"}',
         json.dumps({"k": "-----BEGIN PRIVATE KEY-----\n" + "MIIEv" * 10 + "\n-----END PRIVATE KEY-----"}),
+        # the screen's first look at a whole value (``may_match_any_reading``) must let these through
+        '{"e": "joana.prado\\u0040gmail.com"}',
+        json.dumps({"inner": json.dumps({"n": 52998224725})}),
+        json.dumps({"q": 'ele disse "52998224725"\tok'}),
+        json.dumps({"deep": json.dumps({"deeper": json.dumps({"c": "11.222.333/0001-81"})})}),
+        json.dumps({"t": "token ghp_" + "a1B2" * 9}),
     ],
     "session_id": "joana.prado@gmail.com",
     "tags": {"cpf": "529.982.247-25"},
