@@ -11,7 +11,7 @@ of 24) whose largest shard holds at most calls-per-shard calls by source bytes (
 demo's traffic peaks in the afternoon, so hour shards are uneven), one run after
 another into one set of tables; with ``--mode hash``, ``hash:N`` with N = calls /
 calls-per-shard. Every run is its own OS process; its peak RSS and CPU time are the
-kernel's (``os.wait4`` rusage, ``ru_maxrss``), its wall time includes starting Python.
+kernel's (CPU from ``os.wait4`` rusage; peak RSS the child's own ``VmHWM``), its wall time includes starting Python.
 CPU seconds say more than wall time on a loaded machine.
 
 A run is the ingest core as a shard process runs it (tests/production/shard_writer.py:
@@ -106,7 +106,7 @@ def one_run(source: Path, warehouse: Path, shard: int, spec: ShardSpec) -> Run:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    # wait4 gives this child's own rusage: ru_maxrss is its peak resident set, in KiB on Linux
+    # wait4 gives this child's own rusage: its CPU time (ru_maxrss, see below, is not its own peak)
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     out, err = process.stdout.read(), process.stderr.read()
@@ -115,7 +115,10 @@ def one_run(source: Path, warehouse: Path, shard: int, spec: ShardSpec) -> Run:
         raise SystemExit(f"shard {shard} of {spec} failed ({process.returncode}):\n{err.decode()[-3000:]}")
     report = json.loads(out.decode().strip().splitlines()[-1])
     calls = next(m["rows_in"] for m in report["merges"] if m["table"] == "calls")
-    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, report["objects"], calls)
+    # the child's own VmHWM: ru_maxrss also counts the parent's peak, which Linux carries across
+    # fork + exec (after generating a 160k-call day in this process, ~1.5 GB in every early child)
+    peak = report.get("peak_rss_mb") or usage.ru_maxrss / 1024
+    return Run(seconds, usage.ru_utime + usage.ru_stime, peak, report["objects"], calls)
 
 
 def _keys(warehouse: Path, table: str) -> pl.DataFrame:

@@ -63,7 +63,21 @@ def main() -> None:
         uri=warehouse_uri, endpoint_url=endpoint, region=region, access_key_id="testing", secret_access_key="testing"
     )
     report = write_shard(source, warehouse, date.fromisoformat(day), int(shard), source.shard_spec.count)
+    report["peak_rss_mb"] = own_peak_rss_mb()
     print(json.dumps(report, default=str), flush=True)
+
+
+def own_peak_rss_mb() -> float | None:
+    """This process's peak resident set since it started (VmHWM, Linux). Unlike the
+    rusage a parent gets from wait4, it does not include the address space the process
+    was forked from: Linux carries that peak across exec into ru_maxrss, so a child of a
+    parent that once held 1.5 GB reports at least that."""
+    try:
+        status = open("/proc/self/status").read()
+    except OSError:
+        return None
+    kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
+    return None if kib is None else kib / 1024
 
 
 if __name__ == "__main__":
