@@ -94,13 +94,7 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
 
     written = {}
     for write in plan.writes:
-        written[write.table] = warehouse.merge(
-            write.table,
-            write.rows,
-            partitions=write.partitions,
-            replace=write.replace,
-            append_when_empty=write.append_when_empty,
-        )
+        written[write.table] = write.merge_into(warehouse)
         if write.table in ("quarantine", "spans"):
             # queryable (empty) from the first run; a day of llm spans alone stores no spans
             warehouse.ensure(write.table)

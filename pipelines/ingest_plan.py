@@ -49,6 +49,13 @@ class TableWrite:
     # the run is the only writer of these partitions: into empty ones the rows are appended
     append_when_empty: bool = False
 
+    def merge_into(self, warehouse: Any) -> Any:
+        """This write, through ``warehouse`` (a ``Warehouse``): its ``MergeResult``."""
+        return warehouse.merge(
+            self.table, self.rows, partitions=self.partitions, replace=self.replace,
+            append_when_empty=self.append_when_empty,
+        )  # fmt: skip
+
 
 @dataclass
 class DayPlan:

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import sys
 from datetime import UTC, date, datetime
+from pathlib import Path
 
 import polars as pl
 
@@ -45,12 +46,7 @@ def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int
         overrides=source.format_overrides,
         sole_writer=False,
     )
-    results = [
-        warehouse.merge(
-            w.table, w.rows, partitions=w.partitions, replace=w.replace, append_when_empty=w.append_when_empty
-        )
-        for w in plan.writes
-    ]
+    results = [w.merge_into(warehouse) for w in plan.writes]
     return {"shard": shard, "objects": len(listed), "merges": [dataclasses.asdict(r) for r in results]}
 
 
@@ -73,7 +69,7 @@ def own_peak_rss_mb() -> float | None:
     was forked from: Linux carries that peak across exec into ru_maxrss, so a child of a
     parent that once held 1.5 GB reports at least that."""
     try:
-        status = open("/proc/self/status").read()
+        status = Path("/proc/self/status").read_text()
     except OSError:
         return None
     kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")), None)
