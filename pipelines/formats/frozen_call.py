@@ -16,6 +16,7 @@ from typing import Any, Literal
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.formats import frozen_call_structs as structs
 from pipelines.formats.base import (
     Normalized,
     SourceRef,
@@ -23,6 +24,7 @@ from pipelines.formats.base import (
     normalize_records,
     validated_object,
 )
+from pipelines.formats.frozen_call_structs import FrozenCall, fields_of
 from pipelines.record.anthropic_shape import request_columns_and_plain, response_columns, usage_row
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import document_row, finalize_call, new_call, span_for_call
@@ -181,8 +183,8 @@ def _json_or_none(value: Any) -> str | None:
     return None if value is None else canonical_json(value)
 
 
-def _feedback_rows(feedback: list[Feedback] | Feedback | None) -> list[dict[str, Any]]:
-    items = [feedback] if isinstance(feedback, Feedback) else list(feedback or [])
+def _feedback_rows(feedback: Any) -> list[dict[str, Any]]:
+    items = list(feedback) if isinstance(feedback, list) else [] if feedback is None else [feedback]
     return [
         {
             "source": f.source,
@@ -196,7 +198,7 @@ def _feedback_rows(feedback: list[Feedback] | Feedback | None) -> list[dict[str,
     ]
 
 
-def _retrieval_row(r: Retrieval | None) -> dict[str, Any] | None:
+def _retrieval_row(r: Any) -> dict[str, Any] | None:
     if r is None:
         return None
     docs = [
@@ -217,8 +219,10 @@ def _retrieval_row(r: Retrieval | None) -> dict[str, Any] | None:
     }
 
 
-def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_format: str = FORMAT) -> dict[str, Any]:
-    """A validated document -> a finalized `calls` row."""
+def to_call(
+    doc: FrozenCallV1 | FrozenCall, source: SourceRef, line: int | None, source_format: str = FORMAT
+) -> dict[str, Any]:
+    """A validated document (pydantic's model or the fast path's struct) -> a finalized `calls` row."""
     request = doc.request
     call = new_call(
         trace_id=doc.trace_id,
@@ -271,14 +275,14 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
             # the body is what was sent; keep it, and say the record disagrees with itself
             call["flags"] = [*(call["flags"] or []), "model_id_mismatch"]
     # dict(model): its fields as they are; these models hold only plain values, so it is model_dump() without the walk
-    sampling = dict(doc.sampling) if doc.sampling else {}
+    sampling = fields_of(doc.sampling) if doc.sampling else {}
     params = dict(call.get("params") or {})
     for key, value in sampling.items():
         if params.get(key) is None:
             params[key] = value  # seed, or params the body sent via a proxy
     call["params"] = params
     if doc.response is not None:
-        cols = response_columns(doc.response.model_dump(exclude_none=True))
+        cols = response_columns(_response_body(doc.response))
         cols["response_model"] = cols["response_model"] or doc.model.resolved_snapshot
         call.update(cols)
     if doc.output_text is not None:
@@ -286,7 +290,7 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
     if doc.finish_reason is not None:
         call["finish_reason"] = doc.finish_reason
     if doc.usage is not None:
-        call["usage"] = usage_row(dict(doc.usage), doc.cost_usd)
+        call["usage"] = usage_row(fields_of(doc.usage), doc.cost_usd)
     elif call.get("usage") is not None:
         call["usage"]["cost_usd"] = doc.cost_usd
     elif doc.cost_usd is not None:
@@ -317,13 +321,22 @@ def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_forma
     return finalize_call(call, doc.block_tokens, plain_request=plain_request)
 
 
-def _validate(value: Any) -> FrozenCallV1:
-    return validated_object(FrozenCallV1, value, "a frozen-call v1 document")
+def _response_body(response: Response | structs.Response) -> dict[str, Any]:
+    if isinstance(response, structs.Response):
+        return structs.response_dump(response)
+    return response.model_dump(exclude_none=True)
+
+
+def validate(value: Any) -> FrozenCallV1 | FrozenCall:
+    """A frozen-call document, validated: msgspec's struct when the fast path
+    takes it (frozen_call_structs), else pydantic's model, or RecordError with
+    pydantic's message."""
+    return structs.fast_validate(value) or validated_object(FrozenCallV1, value, "a frozen-call v1 document")
 
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:
     return normalize_records(
-        data, lines=lines, build=lambda item: to_call(_validate(item.value), source, item.line), span_of=span_for_call
+        data, lines=lines, build=lambda item: to_call(validate(item.value), source, item.line), span_of=span_for_call
     )
 
 
