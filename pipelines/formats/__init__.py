@@ -25,6 +25,8 @@ from pipelines.formats import (
     phoenix,
 )
 from pipelines.formats.base import (
+    MAX_RECORD_BYTES,
+    PARSE_ERRORS,
     UNEXPECTED,
     Normalized,
     Problem,
@@ -33,6 +35,7 @@ from pipelines.formats.base import (
     is_parquet,
     json_records,
     parquet_records,
+    strict_loads,
 )
 
 FORMATS: dict[str, ModuleType] = {
@@ -65,20 +68,40 @@ def is_line_delimited(key: str) -> bool:
     return logical_name(key).endswith(LINE_SUFFIXES)
 
 
-def _first_record(data: bytes) -> object | None:
+def _first_line(data: bytes) -> object | None:
+    """The first non-blank line's value when that line alone is strict JSON, else None.
+    Then it is also what ``json_records(data)`` yields first (the whole object is
+    that line, or JSON Lines after it), found without reading the object as one document."""
+    start = len(data) - len(data.lstrip())
+    end = data.find(b"\n", start)
+    line = data[start:] if end == -1 else data[start:end]
+    if not line.strip() or line.startswith(b"[") or len(line) > MAX_RECORD_BYTES:
+        return None  # an array is read element by element: json_records decides
+    try:
+        return strict_loads(line)
+    except PARSE_ERRORS:
+        return None
+
+
+def _first_record(data: bytes, lines: bool = False) -> object | None:
     """The first record that parses (of the first few): one bad record at the
-    top of an object must not hide its format."""
+    top of an object must not hide its format. ``lines``: the key says JSON
+    Lines, so the first line is tried alone first (the same answer, cheaper)."""
     if is_parquet(data):
         first = next(iter(parquet_records(data, limit=1)), None)
         return first.value if isinstance(first, RawRecord) else None
+    if lines:
+        value = _first_line(data)
+        if value is not None:
+            return value
     for item in islice(json_records(data), DETECT_RECORDS):
         if isinstance(item, RawRecord):
             return item.value
     return None
 
 
-def detect(data: bytes) -> str | None:
-    record = _first_record(data)
+def detect(data: bytes, lines: bool = False) -> str | None:
+    record = _first_record(data, lines)
     for name, module in FORMATS.items():
         if module.looks_like(record):
             return name
@@ -90,7 +113,7 @@ def format_for(key: str, data: bytes, overrides: Mapping[str, str] | None = None
     for prefix in sorted(overrides or {}, key=len, reverse=True):
         if key.startswith(prefix):
             return overrides[prefix]
-    return detect(data)
+    return detect(data, is_line_delimited(key))
 
 
 def normalize_object(

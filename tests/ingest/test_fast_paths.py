@@ -20,6 +20,7 @@ import pyarrow as pa
 import pytest
 
 from pipelines.demo import generate
+from pipelines.formats import _first_record
 from pipelines.formats.base import AmbiguousRecord, NonFiniteNumber, strict_loads
 from pipelines.ingest import SourceObject, ingest_objects
 from pipelines.record import canonical
@@ -185,3 +186,26 @@ def test_batch_arrow_is_the_rows_converted(tmp_path):
         assert got.sort_by(key).equals(expected)
     carried = next(c for c in batch.calls if id(c) in batch.touched)
     assert "fast-path-test" in [f["name"] for f in carried["feedback"]]
+
+
+FIRST_RECORDS = {
+    "JSON Lines": b'{"a": 1}\n{"b": 2}\n',
+    "one document on one line": b'{"a": 1}',
+    "blank lines first": b'\n\n  {"a": 1}\n{"b": 2}',
+    "CRLF": b'{"a": 1}\r\n{"b": 2}\r\n',
+    "a bad first line": b'{"a": \n{"b": 2}\n',
+    "a duplicate key first": b'{"a": 1, "a": 2}\n{"b": 2}\n',
+    "an array on the first line": b'[{"a": 1}, {"b": 2}]\n{"c": 3}\n',
+    "a pretty-printed document": b'{\n  "a": 1\n}\n',
+    "a pretty-printed array": b'[\n  {"a": 1},\n  {"b": 2}\n]\n',
+    "a UTF-8 BOM": b'\xef\xbb\xbf{"a": 1}\n{"b": 2}\n',
+    "null first": b'null\n{"b": 2}\n',
+}
+
+
+@pytest.mark.parametrize("case", sorted(FIRST_RECORDS))
+def test_detection_from_the_first_line_reads_what_the_whole_object_gives(case):
+    """A line-delimited key lets detection parse the first line alone; it must
+    find the record reading the object as a document would."""
+    data = FIRST_RECORDS[case]
+    assert _first_record(data, lines=True) == _first_record(data, lines=False)
