@@ -14,7 +14,9 @@ converted to Arrow once, by the schema check (rows transposed into columns by
 one ``itemgetter`` per row and ``zip``, both in C), and that conversion is what
 the write uses for every row assembly did not change (``IngestBatch.arrow``);
 a request's blocks are hashed from the request that was serialized, not from
-its text parsed back; no garbage collection runs while a batch is built. One process: on two shared
+its text parsed back; no garbage collection runs while a batch is built; frozen-call
+documents are validated by msgspec (pydantic for what it leaves, and for the
+messages); Arrow allocates from jemalloc (``use_jemalloc_for_arrow``). One process: on two shared
 cores, spawned workers re-importing the world and shipping rows back cost
 more CPU than they save wall time.
 """
