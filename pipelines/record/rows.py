@@ -129,43 +129,32 @@ def finalize_span(span: dict[str, Any]) -> dict[str, Any]:
 
 
 def span_for_call(call: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
-    """The `spans` row of an LLM call, so every call is also a span.
-
-    Without ``fields`` every value of the span is one of the finalized call's,
-    so its ids and fingerprint are the call's (as ``stored.llm_spans`` builds
-    them when reading): ``span_key`` is the same hash of the same three values
-    as ``call_id``, and the call's ``record_sha256`` changes whenever the span's
-    content does (the two ignore the same bookkeeping columns)."""
+    """The `spans` row of an LLM call, so every call is also a span."""
     usage = call.get("usage") or {}
-    span = new_span(
-        trace_id=call["trace_id"],
-        span_id=call["span_id"],
-        parent_span_id=call.get("parent_span_id"),
-        session_id=call.get("session_id"),
-        user_id=call.get("user_id"),
-        call_id=call["call_id"],
-        source_format=call["source_format"],
-        source_uri=call.get("source_uri"),
-        source_etag=call.get("source_etag"),
-        source_line=call.get("source_line"),
-        kind="llm_call",
-        name=f"chat {call.get('request_model') or ''}".strip(),
-        occurred_at=call.get("occurred_at"),
-        ended_at=call.get("ended_at"),
-        duration_ms=call.get("latency_ms"),
-        status=call.get("status"),
-        input_tokens=usage.get("input_tokens"),
-        output_tokens=usage.get("output_tokens"),
-        cost_usd=usage.get("cost_usd"),
-        **fields,
+    return finalize_span(
+        new_span(
+            trace_id=call["trace_id"],
+            span_id=call["span_id"],
+            parent_span_id=call.get("parent_span_id"),
+            session_id=call.get("session_id"),
+            user_id=call.get("user_id"),
+            call_id=call["call_id"],
+            source_format=call["source_format"],
+            source_uri=call.get("source_uri"),
+            source_etag=call.get("source_etag"),
+            source_line=call.get("source_line"),
+            kind="llm_call",
+            name=f"chat {call.get('request_model') or ''}".strip(),
+            occurred_at=call.get("occurred_at"),
+            ended_at=call.get("ended_at"),
+            duration_ms=call.get("latency_ms"),
+            status=call.get("status"),
+            input_tokens=usage.get("input_tokens"),
+            output_tokens=usage.get("output_tokens"),
+            cost_usd=usage.get("cost_usd"),
+            **fields,
+        )
     )
-    if fields:
-        return finalize_span(span)
-    _require(span, "span")
-    span["span_key"] = call["call_id"]
-    span["occurred_date"] = call["occurred_date"]
-    span["record_sha256"] = call["record_sha256"]
-    return span
 
 
 # What pyarrow raises for a value that does not fit a column; its messages quote the value.
