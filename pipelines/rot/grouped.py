@@ -485,10 +485,13 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
             extra = needs.select("_class", *system_of.columns).iter_rows(named=True)
-            hashes = [
-                system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
-                for text, own in zip(texts, extra, strict=True)
-            ]
+            hashes = pl.Series(
+                [
+                    system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
+                    for text, own in zip(texts, extra, strict=True)
+                ],
+                dtype=pl.String,
+            )
         rerendered.scatter(out.select(pl.arg_where(wanted)).to_series(), hashes)
     out = out.with_columns(
         rerendered_sha256=pl.when(pl.col("status") == VERIFIED)
@@ -500,9 +503,12 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
 
 def _rerendered_spliced(
     sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
-) -> list[str]:
+) -> pl.Series:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``."""
+    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
+
+    Calls of one class whose stored bytes are the same (a day repeats many requests
+    byte for byte) re-render to the same bytes: each distinct request is hashed once."""
     ids = list(pieces_of)
     position = {class_id: i for i, class_id in enumerate(ids)}
     heads: list[Any] = []
@@ -538,15 +544,22 @@ def _rerendered_spliced(
         & (at <= until)
         & ~pl.col("_metadata_dropped")
     ).fill_null(False)
-    spans = (
-        needs.select("_row", "_class", "_metadata_dropped")
-        .with_columns(_request=sets.base["request_json"].gather(needs["_row"]).cast(pl.Binary))
-        .join(bounds, on="_class", how="left", maintain_order="left")
-        .select("_row", "_class", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
+    # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
+    # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
+    distinct = (
+        needs.select("_row", "_class", "_metadata_dropped", "rendered_request_sha256")
+        .with_row_index("_at")
+        .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
+        .agg("_at", pl.col("_row").first())
+    )
+    distinct = (
+        distinct.with_columns(_request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary))
+        .join(bounds, on="_class", how="left")
+        .select("_at", "_class", "_request", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
     )
     out: list[str] = []
     append = out.append
-    columns = zip(spans["_class"].to_list(), spans["_ok"].to_list(), spans["_own"].to_list(), strict=True)
+    columns = zip(distinct["_class"].to_list(), distinct["_ok"].to_list(), distinct["_own"].to_list(), strict=True)
     for j, (class_id, fits, own) in enumerate(columns):
         i = position[class_id]
         if fits:
@@ -555,9 +568,9 @@ def _rerendered_spliced(
             digest.update(tails[i])
             append(digest.hexdigest())
         else:
-            text = sets.base["request_json"][spans["_row"][j]]
+            text = distinct["_request"][j].decode()
             append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
-    return out
+    return distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at").sort("_at").get_column("_hash")
 
 
 _SYSTEM_HOLE = "\x00system\x00"
