@@ -307,8 +307,15 @@ class _Sets:
         return self._no_scores[template.sha256]
 
     def calls(self, rows: pl.Series | list[int]) -> list[dict[str, Any]]:
-        """The calls at these row positions, as ``Checker.check`` takes them."""
-        return list(self.base.select(self._columns)[rows].iter_rows(named=True))
+        """The calls at these row positions, as ``Checker.check`` takes them (the same
+        values as ``iter_rows(named=True)``: nested columns through Arrow, which converts
+        lists of structs several times faster)."""
+        frame = self.base.select(self._columns)[rows]
+        values = [
+            column.to_arrow().to_pylist() if column.dtype.is_nested() else column.to_list()
+            for column in frame.get_columns()
+        ]
+        return [dict(zip(self._columns, row, strict=True)) for row in zip(*values, strict=True)]
 
     def printed_scores(self, template) -> PrintedScores | None:
         if template.sha256 not in self.printed:
