@@ -205,7 +205,7 @@ def _set_columns() -> dict[str, pl.Expr]:
         "_blocks": pl.col("block_hashes").list.eval(pl.struct(_BLOCK, sha, algorithm).filter(keyed)),
         # the last one, as the check's block -> hash dict keeps it
         "_system_block": pl.col("block_hashes").list.eval(pl.element().filter(_BLOCK == "system")).list.last(),
-        "_doc_count": docs.list.len(),
+        "_doc_count": pl.col("retrieval").struct.field("documents").list.len().fill_null(0),
     }
 
 
@@ -378,11 +378,13 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         _system=pl.col("_system_block").struct.field("sha256"),
         _system_algorithm=pl.col("_system_block").struct.field("algorithm"),
     )
-    fast = keys.filter(pl.col("_fast") & pl.col("_documents_hashed"))
-    early = keys.filter(pl.col("_early").is_not_null())
-    slow_rows: list[int] = keys.filter(~(pl.col("_fast") & pl.col("_documents_hashed")) & pl.col("_early").is_null())[
-        "_row"
-    ].to_list()
+    in_sets = pl.col("_fast") & pl.col("_documents_hashed")
+    fast = keys.filter(in_sets)
+    # (the key's list columns are not copied where they are not read)
+    early = keys.select(pl.exclude("_docs", "_blocks", "_system_block")).filter(pl.col("_early").is_not_null())
+    slow_rows: list[int] = (
+        keys.select(pl.col("_row").filter(~in_sets & pl.col("_early").is_null())).to_series().to_list()
+    )
     sets = _Sets(checker, base)
     groups = (
         fast.group_by(list(GROUP_KEY), maintain_order=True)
@@ -470,22 +472,19 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         if check.status != VERIFIED and check.rerendered_sha256 is not None:
             pieces_of[class_id] = sets.pieces(request, today)
     verdicts = _frame(
-        {"_class": classes["_class"].to_list(), **shared, "_complete": complete},
-        {"_class": pl.UInt32, **{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
+        {**shared, "_complete": complete},
+        {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
     )
-    out = members.join(verdicts, on="_class").with_columns(
-        recorded_sha256=pl.col("rendered_request_sha256"),
-        index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
-        replay_fidelity=pl.when((pl.col("status") == VERIFIED) | pl.col("_retained"))
-        .then(pl.lit(EXACT))
-        .otherwise(pl.lit(APPROXIMATE)),
-    )
+    # a class's verdict goes to its calls by position (class ids are 0..n-1): a gather
+    # per column, not a join, and the wide verdict columns only once, at the end
+    at_class = members["_class"]
+    verified = (verdicts["status"] == VERIFIED).gather(at_class)
+    wanted = ~verified & verdicts["_complete"].gather(at_class)
     # the re-rendered hash: the recorded one where the request reproduced, none where
     # today's request could not be made, else today's blocks around the call's own part
-    wanted = (pl.col("status") != VERIFIED) & pl.col("_complete")
-    needs = out.filter(wanted)
-    rerendered = pl.Series("_rerendered", [None] * out.height, pl.String)
-    if not needs.is_empty():
+    rerendered = pl.Series("_rerendered", [None] * members.height, pl.String)
+    if wanted.any():
+        needs = members.filter(wanted)
         if system_of is None:
             hashes = _rerendered_spliced(sets, needs, pieces_of)
         else:
@@ -499,12 +498,16 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
                 ],
                 dtype=pl.String,
             )
-        rerendered.scatter(out.select(pl.arg_where(wanted)).to_series(), hashes)
-    out = out.with_columns(
-        rerendered_sha256=pl.when(pl.col("status") == VERIFIED)
-        .then(pl.col("rendered_request_sha256"))
-        .otherwise(rerendered)
-    )
+        rerendered.scatter(wanted.arg_true(), hashes)
+    recorded = pl.col("rendered_request_sha256")
+    out = members.select(
+        "_row",
+        *_OWN,
+        recorded_sha256=recorded,
+        index_snapshot=pl.lit(sets.checker.ingredients.index_snapshot, pl.String),
+        replay_fidelity=pl.when(verified | pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
+        rerendered_sha256=pl.when(verified).then(recorded).otherwise(rerendered),
+    ).with_columns(verdicts.get_column(name).gather(at_class) for name in SHARED)
     return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
