@@ -346,8 +346,12 @@ def _verdict_frame(checks: list[RotCheck], rows: list[int]) -> pl.DataFrame:
     return _frame({"_row": rows, **data}, {"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
-def _explode_ids(groups: pl.DataFrame, id_name: str) -> pl.DataFrame:
-    return groups.select(id_name, "_rows").explode("_rows").rename({"_rows": "_row"})
+def _with_ids(members: pl.DataFrame, groups: pl.DataFrame, id_name: str, rows: int) -> pl.DataFrame:
+    """``members`` with the id of the group each row is in (every row is in exactly
+    one), looked up by row position: an array scatter and gather instead of a join."""
+    exploded = groups.select(id_name, "_rows").explode("_rows")
+    ids = pl.zeros(rows, pl.UInt32, eager=True).scatter(exploded["_rows"], exploded[id_name])
+    return members.with_columns(ids.gather(members["_row"]).alias(id_name))
 
 
 def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
@@ -394,7 +398,8 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     # from here on only what a call's verdict row needs (joins copy every column they carry)
     fast = fast.select(
         "_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm", "_metadata_dropped"
-    ).join(_explode_ids(groups, "_gid"), on="_row")
+    )
+    fast = _with_ids(fast, groups, "_gid", base.height)
 
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
@@ -460,7 +465,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
         .with_row_index("_class")
     )
-    members = members.join(_explode_ids(classes, "_class"), on="_row")
+    members = _with_ids(members, classes, "_class", sets.base.height)
     shared: dict[str, list] = {name: [] for name in SHARED}
     complete: list[bool] = []
     pieces_of: dict[int, tuple[dict[str, str] | None, dict[str, str]]] = {}
