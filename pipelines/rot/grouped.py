@@ -391,8 +391,9 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     )
     sets = _Sets(checker, base)
     groups = (
-        fast.group_by(list(GROUP_KEY), maintain_order=True)
-        .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
+        fast.group_by(list(GROUP_KEY))
+        .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
+        .sort("_rep")  # in order of first appearance, as maintain_order gives, for less
         .with_row_index("_gid")
     )
     # from here on only what a call's verdict row needs (joins copy every column they carry)
@@ -461,8 +462,9 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     differs per call (printed scores)."""
     checker = sets.checker
     classes = (
-        members.group_by(class_key, maintain_order=True)
-        .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
+        members.group_by(class_key)
+        .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
+        .sort("_rep")  # in order of first appearance, as maintain_order gives, for less
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
