@@ -197,7 +197,9 @@ def _set_columns() -> dict[str, pl.Expr]:
 
     Each is one list of structs per call, made by one ``list.eval`` (polars groups by
     such lists directly; a list per field costs five times as much to build)."""
-    docs = pl.col("retrieval").struct.field("documents").fill_null([])
+    # (a call without documents groups apart from one with an empty list: no harm, and
+    # filling the nulls in costs more than the key)
+    docs = pl.col("retrieval").struct.field("documents")
     keyed = _BLOCK.is_in(list(_KEY_BLOCKS)) | _BLOCK.str.starts_with("document:")
     sha, algorithm = pl.element().struct.field("sha256"), pl.element().struct.field("algorithm")
     return {
@@ -205,7 +207,7 @@ def _set_columns() -> dict[str, pl.Expr]:
         "_blocks": pl.col("block_hashes").list.eval(pl.struct(_BLOCK, sha, algorithm).filter(keyed)),
         # the last one, as the check's block -> hash dict keeps it
         "_system_block": pl.col("block_hashes").list.eval(pl.element().filter(_BLOCK == "system")).list.last(),
-        "_doc_count": pl.col("retrieval").struct.field("documents").list.len().fill_null(0),
+        "_doc_count": docs.list.len().fill_null(0),
     }
 
 
@@ -396,7 +398,7 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         .sort("_rep")  # in order of first appearance, as maintain_order gives, for less
         .with_row_index("_gid")
     )
-    # from here on only what a call's verdict row needs (joins copy every column they carry)
+    # from here on only what a call's verdict row needs (each step copies every column it carries)
     fast = fast.select(
         "_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm", "_metadata_dropped"
     )
