@@ -27,7 +27,9 @@ query engine reading the Delta files directly sees the stored form; the README's
   ``rot_checks_with_calls`` reads them back.
 - ``record_sha256`` is the merge's change detector. In ``calls`` it is the
   record's pinned identity (tests/pinned) and keeps all 64 hex digits; in every
-  other table only a change has to be noticed, so the first 16 (64 bits) are kept.
+  other table only a change has to be noticed, so the first 8 (32 bits) are kept
+  (``CHANGE_DIGEST_CHARS``; tables written with 16 digits keep working, see
+  ``change_digest``).
 
 Measured on the demo day by bench/storage.py: with zstd, a 64-digit hex digest
 costs ~39 bytes a row, about as much as all of a call's text.
@@ -44,9 +46,13 @@ import pyarrow.compute as pc
 
 from pipelines.record.schema import CALLS, SPANS
 
-# hex digits of record_sha256 kept outside `calls`: 64 bits make a missed change (two
-# versions of one row with the same digest) a 1-in-10^19 event per update
-CHANGE_DIGEST_CHARS = 16
+# Hex digits of record_sha256 kept outside `calls`. A merge compares a row only with the
+# stored row of the same key, so what matters is the chance that a row that did change
+# keeps its 32-bit digest: 1 in 4.3e9 per changed row. A row changes when its source object
+# or the policy behind it does (a re-ingest, a sweep's mark), not on every write; even if
+# 10M rows a day changed, one missed update would be expected every ~430 days, and it is
+# caught by the next change of that row. 16 digits cost ~4.5 bytes a row more under zstd.
+CHANGE_DIGEST_CHARS = 8
 # tables whose record_sha256 is more than a change detector
 FULL_RECORD_DIGEST = frozenset({"calls"})
 HOUR = "occurred_hour"
@@ -83,6 +89,15 @@ def to_stored(name: str, data: pa.Table, stored_scan: Callable[[str], pl.LazyFra
         digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
         data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
     return with_layout(name, data)
+
+
+def change_digest(name: str, alias: str) -> str:
+    """The SQL expression of ``alias``'s stored ``record_sha256`` that a merge compares with the
+    new row's: a table written with longer digests (16 digits, before ``CHANGE_DIGEST_CHARS``
+    was 8) compares by their first digits, so an unchanged row is not rewritten only because
+    its digest is stored longer."""
+    column = f"{alias}.record_sha256"
+    return column if name in FULL_RECORD_DIGEST else f"left({column}, {CHANGE_DIGEST_CHARS})"
 
 
 def with_layout(name: str, data: pa.Table) -> pa.Table:
