@@ -25,6 +25,10 @@ query engine reading the Delta files directly sees the stored form; the README's
   ``recorded_sha256`` (a verified call): null then means "the same as recorded", and
   a check that re-rendered nothing stores ``""`` (``NOT_RERENDERED``).
   ``rot_checks_with_calls`` reads them back.
+- ``retention`` and ``redaction_audit`` store no ``trace_id`` that equals their call's
+  in ``calls`` (same call_id and occurred_date) when the row is written; a row whose
+  call is not in ``calls`` (a span's audit row, a call not ingested) keeps it.
+  ``with_call_values`` reads it back (``FROM_CALL`` lists every such copy).
 - ``record_sha256`` is the merge's change detector. In ``calls`` it is the
   record's pinned identity (tests/pinned) and keeps all 64 hex digits; in every
   other table only a change has to be noticed, so the first 8 (32 bits) are kept
@@ -38,6 +42,7 @@ costs ~39 bytes a row, about as much as all of a call's text.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
@@ -76,8 +81,11 @@ def request_sha256_of(call: Mapping[str, Any]) -> str | None:
 def to_stored(name: str, data: pa.Table, stored_scan: Callable[[str], pl.LazyFrame | None] | None = None) -> pa.Table:
     """``data`` (already of the table's schema) as the table stores it. ``stored_scan``
     scans another table as stored (rot_checks leaves out what its calls say)."""
+    calls = stored_scan("calls") if stored_scan is not None and name in FROM_CALL else None
     if name == "rot_checks":
-        data = rot_checks_to_stored(data, stored_scan("calls") if stored_scan is not None else None)
+        data = rot_checks_to_stored(data, calls)
+    elif name in FROM_CALL:
+        data = without_call_values(name, data, calls)
     names = data.schema.names
     if name == "calls":
         computed, recorded = data["request_sha256"], data["rendered_request_sha256"]
@@ -188,6 +196,8 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
         return frame if calls is None else spans_with_calls(frame, calls)
     if name == "rot_checks":
         return rot_checks_with_calls(frame, stored_scan("calls"))
+    if name in FROM_CALL:
+        return with_call_values(name, frame, stored_scan("calls"))
     return frame
 
 
@@ -200,15 +210,66 @@ def spans_with_calls(spans: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
 # `rot_checks.rerendered_sha256` as stored where the check re-rendered no request (null
 # is taken: it means "the same as recorded_sha256")
 NOT_RERENDERED = ""
-# rot_checks columns that copy the checked call's value in `calls` (rot_checks, calls)
-_FROM_CALL = (("recorded_sha256", "rendered_request_sha256"), ("trace_id", "trace_id"))
 
 
-def _call_values(calls: pl.LazyFrame, days: list) -> pl.LazyFrame:
-    columns = ["call_id", *(c for _, c in _FROM_CALL)]
+@dataclass(frozen=True)
+class CallCopies:
+    """Columns a table copies from its call's row in `calls` (``(column, calls column)``), and
+    the columns its call is found by. A copy equal to the call's value is stored as null."""
+
+    columns: tuple[tuple[str, str], ...]
+    keys: tuple[str, ...]
+
+
+# retention and redaction_audit find their call by date too: a reader's filter on the day
+# then reaches the `calls` side of the join and prunes its files (rot_checks' older stored
+# rows were left out by call_id alone, and are read back so)
+FROM_CALL: dict[str, CallCopies] = {
+    "rot_checks": CallCopies((("recorded_sha256", "rendered_request_sha256"), ("trace_id", "trace_id")), ("call_id",)),
+    "retention": CallCopies((("trace_id", "trace_id"),), ("call_id", "occurred_date")),
+    "redaction_audit": CallCopies((("trace_id", "trace_id"),), ("call_id", "occurred_date")),
+}
+
+
+def _call_values(copies: CallCopies, calls: pl.LazyFrame, days: list) -> pl.LazyFrame:
     if days:
         calls = calls.filter(pl.col("occurred_date").is_in(days))
-    return calls.select(columns).rename({c: f"{c}__call" for c in columns[1:]})
+    return calls.select(*copies.keys, *(pl.col(c).alias(f"{c}__call") for _, c in copies.columns))
+
+
+def without_call_values(name: str, data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table:
+    """``data`` of ``name`` without the values its call in ``calls`` (as stored, or None) says."""
+    copies = FROM_CALL[name]
+    if data.num_rows == 0 or calls is None:
+        return data
+    names = data.schema.names
+    days = pc.unique(data["occurred_date"]).drop_null().to_pylist()
+    frame = pl.from_arrow(data.select([*copies.keys, *(c for c, _ in copies.columns)]))
+    of_call = (
+        frame.lazy()
+        .join(_call_values(copies, calls, days), on=list(copies.keys), how="left", maintain_order="left")
+        .collect()
+    )
+    for column, call_column in copies.columns:
+        kept = of_call.select(
+            pl.when(pl.col(column) == pl.col(f"{call_column}__call")).then(None).otherwise(pl.col(column))
+        ).to_series()
+        data = data.set_column(names.index(column), column, kept.to_arrow().cast(data.schema.field(column).type))
+    return data
+
+
+def with_call_values(name: str, frame: pl.LazyFrame, calls: pl.LazyFrame | None) -> pl.LazyFrame:
+    """Stored rows of ``name`` with what storage left out taken from their call in ``calls``
+    (as stored; None: no `calls` table, nothing to take)."""
+    if calls is None:
+        return frame
+    copies = FROM_CALL[name]
+    names = frame.collect_schema().names()
+    joined = frame.join(_call_values(copies, calls, []), on=list(copies.keys), how="left", maintain_order="left")
+    return joined.with_columns(
+        pl.coalesce(pl.col(column), pl.col(f"{call_column}__call")).alias(column)
+        for column, call_column in copies.columns
+    ).select(names)
 
 
 def rot_checks_to_stored(data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table:
@@ -222,29 +283,13 @@ def rot_checks_to_stored(data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table
         same, pa.scalar(None, rerendered.type), pc.fill_null(rerendered, pa.scalar(NOT_RERENDERED, rerendered.type))
     )
     data = data.set_column(names.index("rerendered_sha256"), "rerendered_sha256", stored)
-    if calls is None:
-        return data
-    days = pc.unique(data["occurred_date"]).drop_null().to_pylist()
-    frame = pl.from_arrow(data.select(["call_id", *(r for r, _ in _FROM_CALL)]))
-    of_call = frame.lazy().join(_call_values(calls, days), on="call_id", how="left", maintain_order="left").collect()
-    for column, call_column in _FROM_CALL:
-        kept = of_call.select(
-            pl.when(pl.col(column) == pl.col(f"{call_column}__call")).then(None).otherwise(pl.col(column))
-        ).to_series()
-        data = data.set_column(names.index(column), column, kept.to_arrow().cast(data.schema.field(column).type))
-    return data
+    return without_call_values("rot_checks", data, calls)
 
 
 def rot_checks_with_calls(checks: pl.LazyFrame, calls: pl.LazyFrame | None) -> pl.LazyFrame:
     """Stored ``rot_checks`` as the check wrote them: the call's values from ``calls``
     where storage left them out, and the re-rendered hash where it equals the recorded one."""
-    names = checks.collect_schema().names()
-    if calls is not None:
-        joined = checks.join(_call_values(calls, []), on="call_id", how="left", maintain_order="left")
-        checks = joined.with_columns(
-            pl.coalesce(pl.col(column), pl.col(f"{call_column}__call")).alias(column)
-            for column, call_column in _FROM_CALL
-        ).select(names)
+    checks = with_call_values("rot_checks", checks, calls)
     rerendered = pl.col("rerendered_sha256")
     return checks.with_columns(
         pl.when(rerendered.is_null())
