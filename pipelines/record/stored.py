@@ -15,6 +15,8 @@ query engine reading the Delta files directly sees the stored form; the README's
   (``llm_spans``), built from ``calls`` exactly as ``record.rows.span_for_call``
   builds them. An llm span with anything more (an agent's step index, source
   attributes) is stored as it is.
+- ``spans.call_id`` equal to the span's ``span_key`` (a call's llm span, stored because
+  it says more) is stored as ``SAME_AS_SPAN_KEY``; ``span_call_ids`` reads it back.
 - ``calls`` and ``spans`` store one column the row does not have: ``occurred_hour``,
   the UTC hour of ``occurred_at``, their second partition column (``schema.PARTITIONS``).
   A call's hour never changes, so a merge can look for it in its hour's files only
@@ -93,6 +95,11 @@ def to_stored(name: str, data: pa.Table, stored_scan: Callable[[str], pl.LazyFra
         same = pc.and_(matches, pc.fill_null(pc.equal(computed, recorded), False))
         stored = pc.if_else(same, pa.scalar(None, computed.type), computed)
         data = data.set_column(names.index("request_sha256"), "request_sha256", stored)
+    if name == "spans":
+        call_id = data["call_id"]
+        same = pc.fill_null(pc.equal(call_id, data["span_key"]), False)
+        kept = pc.if_else(same, pa.scalar(SAME_AS_SPAN_KEY, call_id.type), call_id)
+        data = data.set_column(names.index("call_id"), "call_id", kept)
     if "record_sha256" in names and name not in FULL_RECORD_DIGEST:
         digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
         data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
@@ -193,7 +200,7 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
         return frame.with_columns(computed_request_sha256())
     if name == "spans":
         calls = stored_scan("calls")
-        return frame if calls is None else spans_with_calls(frame, calls)
+        return span_call_ids(frame) if calls is None else spans_with_calls(frame, calls)
     if name == "rot_checks":
         return rot_checks_with_calls(frame, stored_scan("calls"))
     if name in FROM_CALL:
@@ -201,8 +208,22 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
     return frame
 
 
+# `spans.call_id` as stored where it equals the span's own span_key (a call's llm span that
+# says more than `calls` does): no call id is this string, and null keeps meaning "no call"
+SAME_AS_SPAN_KEY = "="
+
+
+def span_call_ids(spans: pl.LazyFrame) -> pl.LazyFrame:
+    """Stored ``spans`` with the ``call_id`` that storage wrote as ``SAME_AS_SPAN_KEY``."""
+    call_id = pl.col("call_id")
+    return spans.with_columns(
+        pl.when(call_id == SAME_AS_SPAN_KEY).then(pl.col("span_key")).otherwise(call_id).alias("call_id")
+    )
+
+
 def spans_with_calls(spans: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
     """Stored ``spans`` and the llm spans of ``calls`` that are not stored: the `spans` table as ingest built it."""
+    spans = span_call_ids(spans.drop(LAYOUT_COLUMNS["spans"], strict=False))
     built = llm_spans(calls).join(spans.select("span_key"), on="span_key", how="anti")
     return pl.concat([spans, built.select(spans.collect_schema().names())], how="vertical_relaxed")
 

@@ -106,19 +106,25 @@ def _predicates(columns: list[str], user_id: str, links: dict[str, set[str]]) ->
             yield f"{column} IN ({', '.join(_quoted(v) for v in values[start : start + CHUNK])})"
 
 
+# Tables whose files leave out a link their reads fill in (record/stored.py: the trace id a
+# call says, a span's call id), with the column their rows are deleted by
+STORED_APART = {**dict.fromkeys(FROM_CALL, "call_id"), "spans": "span_key"}
+
+
 def _delete_predicates(warehouse: Warehouse, name: str, user_id: str, links: dict[str, set[str]]) -> list[str]:
     """SQL predicates that delete the user's rows of ``name``; none when it holds none. A table
-    whose files leave out the trace id its call says (record/stored.py ``FROM_CALL``) is matched
-    as read, with the trace id back, and deleted by call id: a predicate on the stored trace id
-    would miss the rows of another user's call in the user's trace, which the trace id links."""
+    in ``STORED_APART`` is matched as read, with its links back, and deleted by its key: a
+    predicate on a stored link would miss, say, the retention row of another user's call in
+    the user's trace, which the trace id links."""
     if rows_of_user(warehouse, name, user_id, links) == 0:
         return []
     columns = TABLES[name].names
-    if name not in FROM_CALL:
+    if name not in STORED_APART:
         return list(_predicates(columns, user_id, links))
+    key = STORED_APART[name]
     matched = warehouse.scan(name).filter(pl.any_horizontal(list(_matching(columns, user_id, links))))
-    ids = sorted(matched.select(pl.col("call_id").unique()).collect()["call_id"].drop_nulls().to_list())
-    return [f"call_id IN ({', '.join(_quoted(v) for v in ids[i : i + CHUNK])})" for i in range(0, len(ids), CHUNK)]
+    ids = sorted(matched.select(pl.col(key).unique()).collect()[key].drop_nulls().to_list())
+    return [f"{key} IN ({', '.join(_quoted(v) for v in ids[i : i + CHUNK])})" for i in range(0, len(ids), CHUNK)]
 
 
 def _quoted(value: str) -> str:
