@@ -63,6 +63,10 @@ CHANGE_DIGEST_CHARS = 8
 # tables whose record_sha256 is more than a change detector
 FULL_RECORD_DIGEST = frozenset({"calls"})
 HOUR = "occurred_hour"
+# Rows in this order in the files written: a trace's times then differ little from the
+# previous row's (traces: 47 -> 44 bytes a call). Sorting `calls` or the call-keyed tables
+# by trace, session, user or service saves nothing: their bytes are per-row unique ids.
+ROW_ORDER: dict[str, tuple[str, ...]] = {"traces": ("started_at",)}
 # what storage adds to a table's rows to lay its files out: derived, dropped again on reading
 LAYOUT_COLUMNS: dict[str, tuple[str, ...]] = {"calls": (HOUR,), "spans": (HOUR,)}
 
@@ -103,6 +107,8 @@ def to_stored(name: str, data: pa.Table, stored_scan: Callable[[str], pl.LazyFra
     if "record_sha256" in names and name not in FULL_RECORD_DIGEST:
         digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
         data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
+    if name in ROW_ORDER and data.num_rows > 1:
+        data = data.sort_by([(column, "ascending") for column in ROW_ORDER[name]])
     return with_layout(name, data)
 
 
