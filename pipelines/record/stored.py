@@ -84,10 +84,23 @@ def request_sha256_of(call: Mapping[str, Any]) -> str | None:
     return call.get("rendered_request_sha256") if call.get("request_hash_matches") else None
 
 
-def to_stored(name: str, data: pa.Table, stored_scan: Callable[[str], pl.LazyFrame | None] | None = None) -> pa.Table:
+def to_stored(
+    name: str,
+    data: pa.Table,
+    stored_scan: Callable[[str], pl.LazyFrame | None] | None = None,
+    call_rows: pa.Table | None = None,
+) -> pa.Table:
     """``data`` (already of the table's schema) as the table stores it. ``stored_scan``
-    scans another table as stored (rot_checks leaves out what its calls say)."""
-    calls = stored_scan("calls") if stored_scan is not None and name in FROM_CALL else None
+    scans another table as stored (rot_checks leaves out what its calls say); ``call_rows``
+    are the `calls` rows that ``data`` was built from, written before it by the same run:
+    they stand in for the stored `calls` table (ingest's audit rows: a shard then reads no
+    other hour's calls)."""
+    calls = None
+    if name in FROM_CALL:
+        if call_rows is not None:
+            calls = pl.from_arrow(call_rows.select(_call_columns(FROM_CALL[name]))).lazy()
+        elif stored_scan is not None:
+            calls = stored_scan("calls")
     if name == "rot_checks":
         data = rot_checks_to_stored(data, calls)
     elif name in FROM_CALL:
@@ -256,6 +269,10 @@ FROM_CALL: dict[str, CallCopies] = {
     "retention": CallCopies((("trace_id", "trace_id"),), ("call_id", "occurred_date")),
     "redaction_audit": CallCopies((("trace_id", "trace_id"),), ("call_id", "occurred_date")),
 }
+
+
+def _call_columns(copies: CallCopies) -> list[str]:
+    return [*copies.keys, *(c for _, c in copies.columns)]
 
 
 def _call_values(copies: CallCopies, calls: pl.LazyFrame, days: list) -> pl.LazyFrame:

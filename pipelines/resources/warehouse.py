@@ -369,6 +369,7 @@ class Warehouse(dg.ConfigurableResource):
         partitions: Iterable[Any] | None = None,
         replace: str | None = None,
         append_when_empty: bool = False,
+        call_rows: pa.Table | None = None,
     ) -> MergeResult:
         """Upsert ``rows`` by the table's key.
 
@@ -378,9 +379,11 @@ class Warehouse(dg.ConfigurableResource):
         what it wrote before. With ``append_when_empty`` rows going into
         partitions that hold nothing yet are appended, not merged: only for a
         caller that is the sole writer of those partitions (two blind appends
-        do not conflict, two merges do).
+        do not conflict, two merges do). ``call_rows``: the `calls` rows ``rows`` were
+        built from, already merged by this run; what ``rows`` copy from them is left out
+        against these instead of the stored `calls` table (record/stored.py ``to_stored``).
         """
-        data = to_stored(name, to_arrow(name, rows), self._scan_stored)
+        data = to_stored(name, to_arrow(name, rows), self._scan_stored, call_rows)
         partitions = None if partitions is None else list(partitions)  # used again on every attempt
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)

@@ -11,10 +11,11 @@ from pathlib import Path
 import polars as pl
 import pyarrow.parquet as pq
 
+from pipelines.ingest_plan import TableWrite
 from pipelines.record import canonical, stored
 from pipelines.record.rows import finalize_call, new_call
 from pipelines.record.stored import CHANGE_DIGEST_CHARS, with_call_values
-from pipelines.resources.warehouse import Warehouse
+from pipelines.resources.warehouse import Warehouse, to_arrow
 from pipelines.retention.erasure import forget_user
 
 AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
@@ -185,3 +186,20 @@ def test_traces_are_stored_in_time_order_and_read_back_the_same(tmp_path):
     read = warehouse.read("traces").sort("trace_id")
     assert read["trace_id"].to_list() == [r["trace_id"] for r in rows]
     assert read["started_at"].to_list() == starts
+
+
+def test_ingest_leaves_out_audit_trace_ids_against_the_calls_it_wrote(tmp_path):
+    # a shard's plan writes its calls, then their audit rows against those calls only:
+    # a call of another shard (stored, not in this plan) keeps its audit row's trace id
+    ours, theirs = _call("s1", "trace-a"), _call("s2", "trace-b")
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    warehouse.merge("calls", [ours, theirs])
+    audit = [_audit(c["call_id"], c["trace_id"]) for c in (ours, theirs)]
+    write = TableWrite("redaction_audit", audit, {DAY}, None, False, to_arrow("calls", [ours]))
+    assert write.merge_into(warehouse).inserted == 2
+
+    files = {r["call_id"]: r["trace_id"] for r in pl.read_delta(warehouse.table_uri("redaction_audit")).to_dicts()}
+    assert files == {ours["call_id"]: None, theirs["call_id"]: "trace-b"}
+    read = {r["call_id"]: r["trace_id"] for r in warehouse.read("redaction_audit").to_dicts()}
+    assert read == {ours["call_id"]: "trace-a", theirs["call_id"]: "trace-b"}
+    assert not write.merge_into(warehouse).committed
