@@ -83,10 +83,10 @@ WRITER_PROPERTIES = WriterProperties(
     default_column_properties=ColumnProperties(statistics_enabled="NONE"),
     column_properties=COLUMN_PROPERTIES,
 )
-# Files that compaction writes, off the ingest path: a settled day is rewritten once, and
-# level 6 stores `calls` in 6% fewer bytes (358 -> 338 a call) for ~15% more compression
-# time than level 3 (0.57 -> 0.65-0.72 s for the 40k-call day's 194 MB of Arrow, measured
-# with bench/storage.py's day); level 9 is no smaller than 6 (bench/storage.py --codecs).
+# Files that compaction writes, off the ingest path: level 6 stores `calls` in 6% fewer bytes
+# than level 3 (358 -> 338 a call on bench/storage.py's day) for a third more CPU in the write
+# (0.95 -> 1.26 CPU-s for that day's `calls`), which the ingest path does not pay; level 9 is
+# no smaller than 6 (bench/storage.py --codecs).
 COMPACTED_PROPERTIES = WriterProperties(
     compression="ZSTD",
     compression_level=6,
