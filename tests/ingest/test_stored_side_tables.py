@@ -13,10 +13,10 @@ import pyarrow.parquet as pq
 
 from pipelines.ingest_plan import TableWrite
 from pipelines.record import canonical, stored
-from pipelines.record.rows import finalize_call, new_call
 from pipelines.record.stored import CHANGE_DIGEST_CHARS, with_call_values
 from pipelines.resources.warehouse import Warehouse, to_arrow
 from pipelines.retention.erasure import forget_user
+from tests.rot.test_stored_checks import _call as call_row
 
 AT = datetime(2026, 11, 20, 9, 30, tzinfo=UTC)
 DAY = date(2026, 11, 20)
@@ -24,20 +24,7 @@ KEY = b"k" * 32
 
 
 def _call(span_id: str, trace_id: str, user_id: str = "u-1") -> dict:
-    body = {"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": [{"role": "user", "content": span_id}]}
-    call = new_call(
-        source_format="frozen_call",
-        trace_id=trace_id,
-        span_id=span_id,
-        user_id=user_id,
-        occurred_at=AT,
-        ended_at=AT + timedelta(milliseconds=850),
-        request_model="claude-sonnet-4-6",
-        status="ok",
-        request_json=canonical.canonical_json(body),
-        rendered_request_sha256=canonical.request_sha256(body),
-    )
-    return finalize_call(call)
+    return call_row(span_id, trace_id, user_id)
 
 
 def _decision(call_id: str, trace_id: str, tier: str = "full") -> dict:
