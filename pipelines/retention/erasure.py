@@ -102,13 +102,16 @@ def _predicates(columns: list[str], user_id: str, links: dict[str, set[str]]) ->
         yield f"user_id = {_quoted(user_id)}"
     for column in LINKS:
         values = sorted(links[column]) if column in columns else []
+        # `spans` stores the call id of a call's own span as its span key (record/stored.py)
+        stored_as = [column, "span_key"] if column == "call_id" and "span_key" in columns else [column]
         for start in range(0, len(values), CHUNK):
-            yield f"{column} IN ({', '.join(_quoted(v) for v in values[start : start + CHUNK])})"
+            chunk = ", ".join(_quoted(v) for v in values[start : start + CHUNK])
+            yield " OR ".join(f"{name} IN ({chunk})" for name in stored_as)
 
 
-# Tables whose files leave out a link their reads fill in (record/stored.py: the trace id a
-# call says, a span's call id), with the column their rows are deleted by
-STORED_APART = {**dict.fromkeys(FROM_CALL, "call_id"), "spans": "span_key"}
+# Tables whose files leave out the trace id their call says (record/stored.py), with the
+# column their rows are deleted by
+STORED_APART = dict.fromkeys(FROM_CALL, "call_id")
 
 
 def _delete_predicates(warehouse: Warehouse, name: str, user_id: str, links: dict[str, set[str]]) -> list[str]:

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 
 from pipelines.ingest_plan import TableWrite
 from pipelines.record import canonical, stored
-from pipelines.record.stored import CHANGE_DIGEST_CHARS, with_call_values
+from pipelines.record.rows import span_for_call
+from pipelines.record.stored import CHANGE_DIGEST_CHARS, SAME_AS_SPAN_KEY, with_call_values
 from pipelines.resources.warehouse import Warehouse, to_arrow
 from pipelines.retention.erasure import forget_user
 from tests.rot.test_stored_checks import _call as call_row
@@ -133,13 +134,20 @@ def test_erasure_deletes_the_side_rows_of_every_call_in_the_users_trace(tmp_path
     warehouse.merge("retention", [_decision(c["call_id"], c["trace_id"]) for c in calls], partitions=[DAY])
     warehouse.merge("redaction_audit", [_audit(c["call_id"], c["trace_id"]) for c in calls], partitions=[DAY])
     assert pl.read_delta(warehouse.table_uri("retention"))["trace_id"].null_count() == 3
+    # a call's own span that says more is stored, its call id as "=": linked by that call id alone
+    span = {**span_for_call(mine, step_index=1), "user_id": None, "session_id": None, "trace_id": "trace-q"}
+    warehouse.merge("spans", [span])
+    assert pl.read_delta(warehouse.table_uri("spans"))["call_id"].to_list() == [SAME_AS_SPAN_KEY]
 
     report = forget_user(warehouse, "u-erased", key=KEY, requested_by="DSR-1", now=AT)
 
-    assert {k: v for k, v in report.rows_deleted.items() if v} == {"calls": 2, "retention": 2, "redaction_audit": 2}
+    assert {k: v for k, v in report.rows_deleted.items() if v} == {
+        "calls": 2, "spans": 1, "retention": 2, "redaction_audit": 2,
+    }  # fmt: skip
     assert report.rows_remaining == 0
     for name in ("calls", "retention", "redaction_audit"):
         assert warehouse.read(name)["call_id"].to_list() == [other["call_id"]], name
+    assert pl.read_delta(warehouse.table_uri("spans")).height == 0
 
 
 def test_parquet_statistics_only_where_a_filter_can_skip_a_file(tmp_path):
