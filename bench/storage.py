@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -48,7 +49,7 @@ from rich.table import Table  # noqa: E402
 from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.resources.object_store import decompress  # noqa: E402
-from pipelines.resources.warehouse import UNIQUE_COLUMNS  # noqa: E402
+from pipelines.resources.warehouse import WRITER_PROPERTIES  # noqa: E402
 from pipelines.settings import Settings  # noqa: E402
 
 DAY = date(2026, 11, 29)
@@ -57,10 +58,17 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 OUT = Path(__file__).parent / "out" / "storage"
 # the warehouse's column properties, under each codec
 CODECS = {
-    "snappy": WriterProperties(compression="SNAPPY", column_properties=UNIQUE_COLUMNS),
+    "snappy": WriterProperties(
+        compression="SNAPPY",
+        default_column_properties=WRITER_PROPERTIES.default_column_properties,
+        column_properties=WRITER_PROPERTIES.column_properties,
+    ),
     **{
         f"zstd({level})": WriterProperties(
-            compression="ZSTD", compression_level=level, column_properties=UNIQUE_COLUMNS
+            compression="ZSTD",
+            compression_level=level,
+            default_column_properties=WRITER_PROPERTIES.default_column_properties,
+            column_properties=WRITER_PROPERTIES.column_properties,
         )
         for level in (1, 3, 6, 9)
     },
@@ -115,6 +123,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--columns", type=int, default=12, help="columns shown per table (all go to results.json)")
     parser.add_argument("--codecs", action="store_true", help="rewrite calls and spans under other codecs")
+    parser.add_argument("--keep", type=Path, help="copy the measured warehouse here (to study its files)")
     args = parser.parse_args()
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
@@ -141,6 +150,8 @@ def main() -> None:
             warehouse.compact(name)
             warehouse.vacuum(name, orphan_grace_hours=0)
         measured = {name: table_bytes(root / "warehouse" / name) for name in names}
+        if args.keep:
+            shutil.copytree(root / "warehouse", args.keep / "warehouse", dirs_exist_ok=True)
         codecs = {}
         if args.codecs:
             codecs = {t: codec_bytes(root / "warehouse", root / "codecs", t) for t in ("calls", "spans")}

@@ -48,12 +48,15 @@ class TableWrite:
     replace: str | None = None
     # the run is the only writer of these partitions: into empty ones the rows are appended
     append_when_empty: bool = False
+    # the `calls` rows of the same plan, written before these (record/stored.py to_stored)
+    call_rows: pa.Table | None = None
 
     def merge_into(self, warehouse: Any) -> Any:
         """This write, through ``warehouse`` (a ``Warehouse``): its ``MergeResult``."""
+        extra = {} if self.call_rows is None else {"call_rows": self.call_rows}
         return warehouse.merge(
             self.table, self.rows, partitions=self.partitions, replace=self.replace,
-            append_when_empty=self.append_when_empty,
+            append_when_empty=self.append_when_empty, **extra,
         )  # fmt: skip
 
 
@@ -145,7 +148,7 @@ def plan_day(
             TableWrite("spans", spans, batch.dates("spans"), replace, sole_writer),
         ]
         if redactor is not None:
-            writes.append(TableWrite("redaction_audit", audit, batch.dates("calls"), None, sole_writer))
+            writes.append(TableWrite("redaction_audit", audit, batch.dates("calls"), None, sole_writer, calls))
         writes += [TableWrite("quarantine", batch.quarantine), TableWrite("ingest_log", batch.ingest_log)]
 
     entities: dict[str, int] = {}

@@ -33,7 +33,7 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
 from pipelines.record.schema import PARTITIONS, TABLES
-from pipelines.resources.warehouse import WRITER_PROPERTIES, Warehouse
+from pipelines.resources.warehouse import COMPACTED_PROPERTIES, Warehouse
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -142,7 +142,7 @@ def maintain(
         return None
     version_before, before = table.version(), table_files(table)
 
-    metrics = _on_fresh_table(warehouse, name, lambda t: t.optimize.compact(writer_properties=WRITER_PROPERTIES))
+    metrics = _on_fresh_table(warehouse, name, lambda t: t.optimize.compact(writer_properties=COMPACTED_PROPERTIES))
     compacted = int(metrics.get("numFilesRemoved", 0))
 
     zordered: list[str] = []
@@ -158,7 +158,7 @@ def maintain(
                 warehouse,
                 name,
                 lambda t, f=filters: t.optimize.z_order(
-                    columns, partition_filters=f, writer_properties=WRITER_PROPERTIES
+                    columns, partition_filters=f, writer_properties=COMPACTED_PROPERTIES
                 ),
             )
             zordered.append(day)

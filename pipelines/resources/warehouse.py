@@ -31,7 +31,7 @@ from pydantic import Field
 
 from pipelines.record.rows import ARROW_ERRORS, misfits
 from pipelines.record.schema import KEYS, PARTITIONS, TABLES
-from pipelines.record.stored import HOUR, LAYOUT_COLUMNS, from_stored, to_stored, with_layout
+from pipelines.record.stored import HOUR, LAYOUT_COLUMNS, change_digest, from_stored, to_stored, with_layout
 from pipelines.resources.object_store import read_again
 
 log = logging.getLogger(__name__)
@@ -42,13 +42,36 @@ DEFAULT_LOG_RETENTION = "interval 30 days"
 # object_store retries reads, but not a commit's conditional PUT whose connection dropped.
 TRANSIENT_S3 = ("error sending request", "connection", "timed out", "status code: 5", "SlowDown")
 # Digests and ids that are unique per row gain nothing from a dictionary (it only adds an
-# index per value) and nothing from min/max statistics (random values prune no file).
+# index per value).
 UNIQUE_PER_ROW = (
     "call_id", "span_key", "record_sha256", "rendered_request_sha256", "request_sha256", "response_id",
     "provider_request_id", "recorded_sha256", "rerendered_sha256", "span_id", "quarantine_id",
 )  # fmt: skip
-UNIQUE_COLUMNS = {
-    name: ColumnProperties(dictionary_enabled=False, statistics_enabled="NONE") for name in UNIQUE_PER_ROW
+# Min/max statistics only where a filter can skip a file by them: times, dates, numbers, a
+# few low-cardinality labels and what `tracelake maintain` z-orders by (maintenance.ZORDER;
+# call_id has none since before). Other ids, digests and text (random or wide values) prune
+# nothing, and their statistics cost a min and a max per column and file in the Parquet
+# footer, the page index and the Delta log (calls: 26 -> 16 footer bytes a call, bench/storage.py).
+LABELS_WITH_STATISTICS = (
+    "service", "status", "kind", "tier", "source_format", "environment", "source_table", "trace_id", "request_model",
+)  # fmt: skip
+
+
+def _with_statistics(field: pa.Field) -> bool:
+    kind = field.type
+    temporal_or_number = pa.types.is_temporal(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind)
+    return temporal_or_number or pa.types.is_boolean(kind) or field.name in LABELS_WITH_STATISTICS
+
+
+UNIQUE_COLUMNS = {name: ColumnProperties(dictionary_enabled=False) for name in UNIQUE_PER_ROW}
+COLUMN_PROPERTIES = {
+    **{
+        field.name: ColumnProperties(statistics_enabled="CHUNK")
+        for schema in TABLES.values()
+        for field in schema
+        if _with_statistics(field) and field.name not in UNIQUE_PER_ROW
+    },
+    **UNIQUE_COLUMNS,
 }
 # Every Parquet file tracelake writes. Most stored bytes are hex ids and digests (~4 bits of
 # entropy per character), which snappy cannot shrink and zstd's entropy coder halves; level 3
@@ -57,7 +80,18 @@ UNIQUE_COLUMNS = {
 WRITER_PROPERTIES = WriterProperties(
     compression="ZSTD",
     compression_level=3,
-    column_properties=UNIQUE_COLUMNS,
+    default_column_properties=ColumnProperties(statistics_enabled="NONE"),
+    column_properties=COLUMN_PROPERTIES,
+)
+# Files that compaction writes, off the ingest path: level 6 stores `calls` in 6% fewer bytes
+# than level 3 (358 -> 338 a call on bench/storage.py's day) for a third more CPU in the write
+# (0.95 -> 1.26 CPU-s for that day's `calls`), which the ingest path does not pay; level 9 is
+# no smaller than 6 (bench/storage.py --codecs).
+COMPACTED_PROPERTIES = WriterProperties(
+    compression="ZSTD",
+    compression_level=6,
+    default_column_properties=ColumnProperties(statistics_enabled="NONE"),
+    column_properties=COLUMN_PROPERTIES,
 )
 
 
@@ -335,6 +369,7 @@ class Warehouse(dg.ConfigurableResource):
         partitions: Iterable[Any] | None = None,
         replace: str | None = None,
         append_when_empty: bool = False,
+        call_rows: pa.Table | None = None,
     ) -> MergeResult:
         """Upsert ``rows`` by the table's key.
 
@@ -344,9 +379,11 @@ class Warehouse(dg.ConfigurableResource):
         what it wrote before. With ``append_when_empty`` rows going into
         partitions that hold nothing yet are appended, not merged: only for a
         caller that is the sole writer of those partitions (two blind appends
-        do not conflict, two merges do).
+        do not conflict, two merges do). ``call_rows``: the `calls` rows ``rows`` were
+        built from, already merged by this run; what ``rows`` copy from them is left out
+        against these instead of the stored `calls` table (record/stored.py ``to_stored``).
         """
-        data = to_stored(name, to_arrow(name, rows), self._scan_stored)
+        data = to_stored(name, to_arrow(name, rows), self._scan_stored, call_rows)
         partitions = None if partitions is None else list(partitions)  # used again on every attempt
         if data.num_rows == 0 and replace is None:
             return MergeResult(name, self.version(name), 0)
@@ -431,7 +468,7 @@ class Warehouse(dg.ConfigurableResource):
         before = table.version()
         merger = _merger(table, data, predicate, commit_properties=_commit_properties(txn))
         if "record_sha256" in data.schema.names:
-            merger = merger.when_matched_update_all(predicate="t.record_sha256 <> s.record_sha256")
+            merger = merger.when_matched_update_all(predicate=f"{change_digest(name, 't')} <> s.record_sha256")
         merger = merger.when_not_matched_insert_all()
         if replace is not None:
             merger = merger.when_not_matched_by_source_delete(predicate=replace)
@@ -504,7 +541,7 @@ class Warehouse(dg.ConfigurableResource):
             return MergeResult(name, self.version(name), 0)
         partitions = None if partitions is None else list(partitions)  # used again on every attempt
         keys = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
-        guard = "t.record_sha256 = s.record_sha256" if "record_sha256" in data.schema.names else None
+        guard = f"{change_digest(name, 't')} = s.record_sha256" if "record_sha256" in data.schema.names else None
 
         def once(table: DeltaTable) -> MergeResult:
             before = table.version()
@@ -553,7 +590,8 @@ class Warehouse(dg.ConfigurableResource):
                 return 0
             filters = [(PARTITIONS[name][0], "in", values)]
         metrics = self._retrying(
-            name, lambda table: table.optimize.compact(partition_filters=filters, writer_properties=WRITER_PROPERTIES)
+            name,
+            lambda table: table.optimize.compact(partition_filters=filters, writer_properties=COMPACTED_PROPERTIES),
         )
         return 0 if metrics is None else int(metrics.get("numFilesRemoved", 0))
 

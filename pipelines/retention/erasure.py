@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from pipelines.record.schema import TABLES
+from pipelines.record.stored import FROM_CALL
 from pipelines.redact.identifiers import stored_id
 from pipelines.redact.keys import KeyRing
 
@@ -101,8 +102,32 @@ def _predicates(columns: list[str], user_id: str, links: dict[str, set[str]]) ->
         yield f"user_id = {_quoted(user_id)}"
     for column in LINKS:
         values = sorted(links[column]) if column in columns else []
+        # `spans` stores the call id of a call's own span as its span key (record/stored.py)
+        stored_as = [column, "span_key"] if column == "call_id" and "span_key" in columns else [column]
         for start in range(0, len(values), CHUNK):
-            yield f"{column} IN ({', '.join(_quoted(v) for v in values[start : start + CHUNK])})"
+            chunk = ", ".join(_quoted(v) for v in values[start : start + CHUNK])
+            yield " OR ".join(f"{name} IN ({chunk})" for name in stored_as)
+
+
+# Tables whose files leave out the trace id their call says (record/stored.py), with the
+# column their rows are deleted by
+STORED_APART = dict.fromkeys(FROM_CALL, "call_id")
+
+
+def _delete_predicates(warehouse: Warehouse, name: str, user_id: str, links: dict[str, set[str]]) -> list[str]:
+    """SQL predicates that delete the user's rows of ``name``; none when it holds none. A table
+    in ``STORED_APART`` is matched as read, with its links back, and deleted by its key: a
+    predicate on a stored link would miss, say, the retention row of another user's call in
+    the user's trace, which the trace id links."""
+    if rows_of_user(warehouse, name, user_id, links) == 0:
+        return []
+    columns = TABLES[name].names
+    if name not in STORED_APART:
+        return list(_predicates(columns, user_id, links))
+    key = STORED_APART[name]
+    matched = warehouse.scan(name).filter(pl.any_horizontal(list(_matching(columns, user_id, links))))
+    ids = sorted(matched.select(pl.col(key).unique()).collect()[key].drop_nulls().to_list())
+    return [f"{key} IN ({', '.join(_quoted(v) for v in ids[i : i + CHUNK])})" for i in range(0, len(ids), CHUNK)]
 
 
 def _quoted(value: str) -> str:
@@ -147,12 +172,13 @@ def forget_user(
         erasure_id=hashlib.sha256(f"{digest}|{now.isoformat()}".encode()).hexdigest(), subject_hash=digest
     )
     links = find_links(warehouse, user_id)
-    for name in _tables():
+    # every table's rows are found before any table loses rows: some are found through `calls`
+    plans = {name: _delete_predicates(warehouse, name, user_id, links) for name in _tables()}
+    for name, predicates in plans.items():
         # no delete where nothing matches: even an empty delete would write its predicate to the log
-        if rows_of_user(warehouse, name, user_id, links) == 0:
+        if not predicates:
             continue
-        columns = TABLES[name].names
-        report.rows_deleted[name] = sum(warehouse.delete(name, p) for p in _predicates(columns, user_id, links))
+        report.rows_deleted[name] = sum(warehouse.delete(name, p) for p in predicates)
         report.files_removed += warehouse.vacuum(name, orphan_grace_hours=orphan_grace_hours)
     report.rows_remaining = sum(rows_of_user(warehouse, name, user_id, links) for name in _tables())
     warehouse.merge(LOG_TABLE, [log_row(report, requested_by, now)])

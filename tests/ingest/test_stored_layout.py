@@ -10,7 +10,14 @@ import polars as pl
 from pipelines.demo import generate
 from pipelines.record import canonical
 from pipelines.record.rows import finalize_call, new_call, span_for_call
-from pipelines.record.stored import CHANGE_DIGEST_CHARS, computed_request_sha256, request_sha256_of, spans_to_store
+from pipelines.record.stored import (
+    CHANGE_DIGEST_CHARS,
+    SAME_AS_SPAN_KEY,
+    computed_request_sha256,
+    request_sha256_of,
+    spans_to_store,
+    spans_with_calls,
+)
 from pipelines.resources.warehouse import Warehouse, to_arrow
 from tests.environments import local_settings, run_stage
 
@@ -66,16 +73,23 @@ def test_llm_spans_come_from_calls_unless_they_say_more(tmp_path):
     spans = [
         span_for_call(plain),
         span_for_call(stepped, step_index=4, attributes_json='{"agent":"orders"}'),
+        # spans of no call: a tool, and an llm span whose call was not captured
+        {**span_for_call(plain), "span_key": "tool-1", "span_id": "t1", "kind": "tool", "call_id": None},
+        {**span_for_call(plain), "span_key": "llm-x", "span_id": "x1", "call_id": None},
     ]
     warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
     warehouse.merge("calls", [plain, stepped])
     warehouse.merge("spans", spans_to_store(to_arrow("spans", spans), [plain, stepped]))
 
-    stored = pl.read_delta(warehouse.table_uri("spans"))
-    assert stored["span_id"].to_list() == ["s2"]  # the plain one is its call's row again
+    stored = pl.read_delta(warehouse.table_uri("spans")).sort("span_id")
+    assert stored["span_id"].to_list() == ["s2", "t1", "x1"]  # the plain one is its call's row again
     assert all(len(d) == CHANGE_DIGEST_CHARS for d in stored["record_sha256"])
+    # the stored llm span's call id is its span key: not stored twice; no call stays null
+    assert stored["call_id"].to_list() == [SAME_AS_SPAN_KEY, None, None]
     read = {r["span_id"]: r for r in warehouse.read("spans").to_dicts()}
-    assert set(read) == {"s1", "s2"}
+    assert set(read) == {"s1", "s2", "t1", "x1"}
+    direct = spans_with_calls(pl.scan_delta(warehouse.table_uri("spans")), pl.scan_delta(warehouse.table_uri("calls")))
+    assert direct.collect().sort("span_key").equals(warehouse.read("spans").sort("span_key"))
     for built in spans:
         got = read[built["span_id"]]
         assert {k: v for k, v in got.items() if k != "record_sha256"} == {

@@ -27,12 +27,13 @@ LATER = CHECKED + timedelta(days=1)
 INGREDIENTS = Ingredients({}, "kb-1", {}, ModelsConfig(version=1, aliases={}), ParamsConfig(version=1, routes={}))
 
 
-def _call(span_id: str) -> dict:
+def _call(span_id: str, trace_id: str | None = None, user_id: str | None = None) -> dict:
     body = {"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": [{"role": "user", "content": span_id}]}
     call = new_call(
         source_format="frozen_call",
-        trace_id=f"trace-{span_id}",
+        trace_id=trace_id or f"trace-{span_id}",
         span_id=span_id,
+        user_id=user_id,
         occurred_at=AT,
         ended_at=AT + timedelta(milliseconds=850),
         request_model="claude-sonnet-4-6",
