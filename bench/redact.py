@@ -207,7 +207,7 @@ def main() -> None:
         cpu, screen_cpu = run.get("stage_cpu_s"), run.get("screen_cpu_s")
         cpu_share = screen_cpu / cpu if cpu and screen_cpu is not None else None
         print(
-            f"  {name:26} {run['redact_s']:9.1f} {run['screen_s']:9.2f} {stage:8.1f} {mb / stage:6.2f} "  # fmt: skip
+            f"  {name:26} {run['redact_s']:9.1f} {run['screen_s']:9.2f} {stage:8.1f} {mb / stage:6.2f} "
             f"{share:7.1%} {cpu or 0:7.1f} {screen_cpu or 0:13.2f} {cpu_share or 0:7.1%} {speedup:7.1f}x"
         )
         report["runs"][name] = {

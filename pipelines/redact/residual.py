@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -73,6 +74,7 @@ _ESCAPES = regex.compile(r'\\+(u[0-9a-fA-F]{4}|[nrtbf"/\\])?')
 # a negative integer holding a card number: the card pattern wants no "-" before it
 _NEGATIVE_CARD = regex.compile(r"-(\d{12,19})(?!\d)")
 GATE_MEMO_LIMIT = 200_000
+IDENTIFIER_CHUNK = 2_000  # rows whose identifier strings are judged together
 # What some pattern of the scan needs in a text, as substring tests and two short
 # searches (``may_match``): most distinct lines of a redacted table have none of them
 _KEY_LITERALS = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "github_pat_", "xox", "AIza", "_live_", "_test_", "eyJ",
@@ -346,6 +348,20 @@ class _CleanValues:
             self._remember(line, clean)
         return clean
 
+    def identifiers_clean_rows(self, rows: list[Any]) -> list[bool]:
+        """``identifiers_clean`` of each row, the strings of many rows judged at
+        once: the ids of a batch are mostly the same few (uris, models, services)
+        plus hashes, and one ``orjson.dumps`` of all of them is cheaper than one
+        per row. A row holding a string not judged clean is judged on its own."""
+        out: list[bool] = []
+        for start in range(0, len(rows), IDENTIFIER_CHUNK):
+            chunk = rows[start : start + IDENTIFIER_CHUNK]
+            if self.identifiers_clean(chunk):
+                out += [True] * len(chunk)
+            else:
+                out += [self.identifiers_clean(row) for row in chunk]
+        return out
+
     def identifiers_clean(self, values: list[Any]) -> bool:
         """Columns read as identifiers (``_IdentifierCounter``): every string
         judged as structural, once per scan. A string of letters and digits
@@ -474,7 +490,9 @@ def _identifier_strings(values: list[Any]) -> list[str]:
         strings: list[str] = []
         _strings(values, strings)
         return strings
-    return _tokens(text.decode())[0]
+    text = text.decode()
+    # no escaped quote: every quote opens or closes a string
+    return _JSON_STRING.findall(text) if '\\"' in text else text.split('"')[1::2]
 
 
 def _records(frame: Any, columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -530,6 +548,22 @@ TEXT_COLUMNS = "text"
 IDENTIFIER_COLUMNS = "identifiers"
 
 
+def _identifier_values(rows: Sequence[Mapping[str, Any]], text_columns: Mapping[str, Any]) -> list[Any]:
+    """Per row, the values of its columns outside ``text_columns`` (None where a
+    row lacks one): taken by one ``itemgetter`` over the columns of all rows."""
+    columns = sorted(set().union(*rows).difference(text_columns), key=str)
+    if not columns:
+        return [()] * len(rows)
+    take = itemgetter(*columns) if len(columns) > 1 else lambda row: (row[columns[0]],)
+    out = []
+    for row in rows:
+        try:
+            out.append(take(row))
+        except KeyError:
+            out.append(tuple(row.get(column) for column in columns))
+    return out
+
+
 def row_residuals(
     rows: Sequence[Mapping[str, Any]],
     table: str,
@@ -556,13 +590,17 @@ def row_residuals(
     memo: dict = {}
     clean = _CleanValues(_Counter(tuple(patterns), allow))
     skip = None if walk_all else clean.skip
-    for row in rows:
+    ids: list[Any] = []
+    clean_ids: list[bool] = []
+    if part != TEXT_COLUMNS:
+        ids = _identifier_values(rows, not_text)
+        clean_ids = [False] * len(rows) if walk_all else clean.identifiers_clean_rows(ids)
+    for i, row in enumerate(rows):
         counter = _Counter(tuple(patterns), allow, memo)
         if spec:
             walk_row(row if isinstance(row, dict) else dict(row), table, walker, counter, public, skip)
         if part != TEXT_COLUMNS:
-            other = [value for column, value in row.items() if column not in not_text and value is not None]
-            if other and (walk_all or not clean.identifiers_clean(other)):
+            if not clean_ids[i] and any(value is not None for value in ids[i]):
                 others = _IdentifierCounter(counter)
                 for column, value in row.items():
                     if column not in not_text and value is not None:
