@@ -189,30 +189,31 @@ def _fast_eligible(checker: Checker) -> pl.Expr:
 _BLOCK = pl.element().struct.field("block")
 
 
-def _blocks_where(keep: pl.Expr, field: str) -> pl.Expr:
-    return pl.col("block_hashes").list.eval(pl.element().struct.field(field).filter(keep))
-
-
 def _set_columns() -> dict[str, pl.Expr]:
     """What makes two calls one ingredient set, besides template, variables, route and alias:
     their documents (ids and ranks as stored) and the recorded hashes of the blocks the
     set decides (model, params, tools, each document; the document blocks stand for
-    the recorded texts, so every document must have one)."""
-    docs = pl.col("retrieval").struct.field("documents").fill_null([])
+    the recorded texts, so every document must have one).
+
+    Each is one list of structs per call, made by one ``list.eval`` (polars groups by
+    such lists directly; a list per field costs five times as much to build)."""
+    # (a call without documents groups apart from one with an empty list: no harm, and
+    # filling the nulls in costs more than the key)
+    docs = pl.col("retrieval").struct.field("documents")
     keyed = _BLOCK.is_in(list(_KEY_BLOCKS)) | _BLOCK.str.starts_with("document:")
-    system = _BLOCK == "system"
+    sha, algorithm = pl.element().struct.field("sha256"), pl.element().struct.field("algorithm")
     return {
-        "_doc_ids": docs.list.eval(pl.element().struct.field("doc_id")),
-        "_doc_ranks": docs.list.eval(pl.element().struct.field("rank")),
-        "_block_names": _blocks_where(keyed, "block"),
-        "_block_shas": _blocks_where(keyed, "sha256"),
-        "_block_algorithms": _blocks_where(keyed, "algorithm"),
+        "_docs": docs.list.eval(pl.struct(pl.element().struct.field("doc_id"), pl.element().struct.field("rank"))),
+        "_blocks": pl.col("block_hashes").list.eval(pl.struct(_BLOCK, sha, algorithm).filter(keyed)),
         # the last one, as the check's block -> hash dict keeps it
-        "_system": _blocks_where(system, "sha256").list.last(),
-        "_system_algorithm": _blocks_where(system, "algorithm").list.last(),
-        "_documents_hashed": pl.col("block_hashes").list.eval(_BLOCK.str.starts_with("document:")).list.sum()
-        == docs.list.len(),
+        "_system_block": pl.col("block_hashes").list.eval(pl.element().filter(_BLOCK == "system")).list.last(),
+        "_doc_count": docs.list.len().fill_null(0),
     }
+
+
+def _documents_hashed() -> pl.Expr:
+    """Every stored document has a recorded block (counted as the check's dict counts them)."""
+    return pl.col("_blocks").list.eval(_BLOCK.str.starts_with("document:")).list.sum() == pl.col("_doc_count")
 
 
 GROUP_KEY = (
@@ -221,11 +222,8 @@ GROUP_KEY = (
     "template_variables_json",
     "service",
     "model_alias",
-    "_doc_ids",
-    "_doc_ranks",
-    "_block_names",
-    "_block_shas",
-    "_block_algorithms",
+    "_docs",
+    "_blocks",
     "_metadata_dropped",
 )
 # What json_path_match gives for the falsy metadata values rerender_request leaves out.
@@ -311,8 +309,15 @@ class _Sets:
         return self._no_scores[template.sha256]
 
     def calls(self, rows: pl.Series | list[int]) -> list[dict[str, Any]]:
-        """The calls at these row positions, as ``Checker.check`` takes them."""
-        return list(self.base.select(self._columns)[rows].iter_rows(named=True))
+        """The calls at these row positions, as ``Checker.check`` takes them (the same
+        values as ``iter_rows(named=True)``: nested columns through Arrow, which converts
+        lists of structs several times faster)."""
+        frame = self.base.select(self._columns)[rows]
+        values = [
+            column.to_arrow().to_pylist() if column.dtype.is_nested() else column.to_list()
+            for column in frame.get_columns()
+        ]
+        return [dict(zip(self._columns, row, strict=True)) for row in zip(*values, strict=True)]
 
     def printed_scores(self, template) -> PrintedScores | None:
         if template.sha256 not in self.printed:
@@ -343,8 +348,12 @@ def _verdict_frame(checks: list[RotCheck], rows: list[int]) -> pl.DataFrame:
     return _frame({"_row": rows, **data}, {"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
-def _explode_ids(groups: pl.DataFrame, id_name: str) -> pl.DataFrame:
-    return groups.select(id_name, "_rows").explode("_rows").rename({"_rows": "_row"})
+def _with_ids(members: pl.DataFrame, groups: pl.DataFrame, id_name: str, rows: int) -> pl.DataFrame:
+    """``members`` with the id of the group each row is in (every row is in exactly
+    one), looked up by row position: an array scatter and gather instead of a join."""
+    exploded = groups.select(id_name, "_rows").explode("_rows")
+    ids = pl.zeros(rows, pl.UInt32, eager=True).scatter(exploded["_rows"], exploded[id_name])
+    return members.with_columns(ids.gather(members["_row"]).alias(id_name))
 
 
 def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
@@ -369,22 +378,31 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     maybe = keys.filter(pl.col("_has_metadata"))["_row"]
     values = base["request_json"].gather(maybe).str.json_path_match("$.metadata")
     dropped = maybe.filter(values.is_in(list(_FALSY_JSON))).to_list()
-    keys = keys.with_columns(_metadata_dropped=pl.col("_row").is_in(dropped))
-    fast = keys.filter(pl.col("_fast") & pl.col("_documents_hashed"))
-    early = keys.filter(pl.col("_early").is_not_null())
-    slow_rows: list[int] = keys.filter(~(pl.col("_fast") & pl.col("_documents_hashed")) & pl.col("_early").is_null())[
-        "_row"
-    ].to_list()
+    keys = keys.with_columns(
+        _metadata_dropped=pl.col("_row").is_in(dropped),
+        _documents_hashed=_documents_hashed(),
+        _system=pl.col("_system_block").struct.field("sha256"),
+        _system_algorithm=pl.col("_system_block").struct.field("algorithm"),
+    )
+    in_sets = pl.col("_fast") & pl.col("_documents_hashed")
+    fast = keys.filter(in_sets)
+    # (the key's list columns are not copied where they are not read)
+    early = keys.select(pl.exclude("_docs", "_blocks", "_system_block")).filter(pl.col("_early").is_not_null())
+    slow_rows: list[int] = (
+        keys.select(pl.col("_row").filter(~in_sets & pl.col("_early").is_null())).to_series().to_list()
+    )
     sets = _Sets(checker, base)
     groups = (
-        fast.group_by(list(GROUP_KEY), maintain_order=True)
-        .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
+        fast.group_by(list(GROUP_KEY))
+        .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
+        .sort("_rep")  # in order of first appearance, as maintain_order gives, for less
         .with_row_index("_gid")
     )
-    # from here on only what a call's verdict row needs (joins copy every column they carry)
+    # from here on only what a call's verdict row needs (each step copies every column it carries)
     fast = fast.select(
         "_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm", "_metadata_dropped"
-    ).join(_explode_ids(groups, "_gid"), on="_row")
+    )
+    fast = _with_ids(fast, groups, "_gid", base.height)
 
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
@@ -446,11 +464,12 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     differs per call (printed scores)."""
     checker = sets.checker
     classes = (
-        members.group_by(class_key, maintain_order=True)
-        .agg(pl.col("_row").alias("_rows"), pl.col("_row").first().alias("_rep"))
+        members.group_by(class_key)
+        .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
+        .sort("_rep")  # in order of first appearance, as maintain_order gives, for less
         .with_row_index("_class")
     )
-    members = members.join(_explode_ids(classes, "_class"), on="_row")
+    members = _with_ids(members, classes, "_class", sets.base.height)
     shared: dict[str, list] = {name: [] for name in SHARED}
     complete: list[bool] = []
     pieces_of: dict[int, tuple[dict[str, str] | None, dict[str, str]]] = {}
@@ -462,46 +481,53 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         if check.status != VERIFIED and check.rerendered_sha256 is not None:
             pieces_of[class_id] = sets.pieces(request, today)
     verdicts = _frame(
-        {"_class": classes["_class"].to_list(), **shared, "_complete": complete},
-        {"_class": pl.UInt32, **{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
+        {**shared, "_complete": complete},
+        {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
     )
-    out = members.join(verdicts, on="_class").with_columns(
-        recorded_sha256=pl.col("rendered_request_sha256"),
-        index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
-        replay_fidelity=pl.when((pl.col("status") == VERIFIED) | pl.col("_retained"))
-        .then(pl.lit(EXACT))
-        .otherwise(pl.lit(APPROXIMATE)),
-    )
+    # a class's verdict goes to its calls by position (class ids are 0..n-1): a gather
+    # per column, not a join, and the wide verdict columns only once, at the end
+    at_class = members["_class"]
+    verified = (verdicts["status"] == VERIFIED).gather(at_class)
+    wanted = ~verified & verdicts["_complete"].gather(at_class)
     # the re-rendered hash: the recorded one where the request reproduced, none where
     # today's request could not be made, else today's blocks around the call's own part
-    wanted = (pl.col("status") != VERIFIED) & pl.col("_complete")
-    needs = out.filter(wanted)
-    rerendered = pl.Series("_rerendered", [None] * out.height, pl.String)
-    if not needs.is_empty():
+    rerendered = pl.Series("_rerendered", [None] * members.height, pl.String)
+    if wanted.any():
+        needs = members.filter(wanted)
         if system_of is None:
             hashes = _rerendered_spliced(sets, needs, pieces_of)
         else:
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
             extra = needs.select("_class", *system_of.columns).iter_rows(named=True)
-            hashes = [
-                system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
-                for text, own in zip(texts, extra, strict=True)
-            ]
-        rerendered.scatter(out.select(pl.arg_where(wanted)).to_series(), hashes)
-    out = out.with_columns(
-        rerendered_sha256=pl.when(pl.col("status") == VERIFIED)
-        .then(pl.col("rendered_request_sha256"))
-        .otherwise(rerendered)
-    )
+            hashes = pl.Series(
+                [
+                    system_of.rerendered({**own, "request_json": text}, *pieces_of[own["_class"]])
+                    for text, own in zip(texts, extra, strict=True)
+                ],
+                dtype=pl.String,
+            )
+        rerendered.scatter(wanted.arg_true(), hashes)
+    recorded = pl.col("rendered_request_sha256")
+    out = members.select(
+        "_row",
+        *_OWN,
+        recorded_sha256=recorded,
+        index_snapshot=pl.lit(sets.checker.ingredients.index_snapshot, pl.String),
+        replay_fidelity=pl.when(verified | pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
+        rerendered_sha256=pl.when(verified).then(recorded).otherwise(rerendered),
+    ).with_columns(verdicts.get_column(name).gather(at_class) for name in SHARED)
     return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
 def _rerendered_spliced(
     sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
-) -> list[str]:
+) -> pl.Series:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``."""
+    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
+
+    Calls of one class whose stored bytes are the same (a day repeats many requests
+    byte for byte) re-render to the same bytes: each distinct request is hashed once."""
     ids = list(pieces_of)
     position = {class_id: i for i, class_id in enumerate(ids)}
     heads: list[Any] = []
@@ -537,15 +563,22 @@ def _rerendered_spliced(
         & (at <= until)
         & ~pl.col("_metadata_dropped")
     ).fill_null(False)
-    spans = (
-        needs.select("_row", "_class", "_metadata_dropped")
-        .with_columns(_request=sets.base["request_json"].gather(needs["_row"]).cast(pl.Binary))
-        .join(bounds, on="_class", how="left", maintain_order="left")
-        .select("_row", "_class", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
+    # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
+    # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
+    distinct = (
+        needs.select("_row", "_class", "_metadata_dropped", "rendered_request_sha256")
+        .with_row_index("_at")
+        .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
+        .agg("_at", pl.col("_row").first())
+    )
+    distinct = (
+        distinct.with_columns(_request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary))
+        .join(bounds, on="_class", how="left")
+        .select("_at", "_class", "_request", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
     )
     out: list[str] = []
     append = out.append
-    columns = zip(spans["_class"].to_list(), spans["_ok"].to_list(), spans["_own"].to_list(), strict=True)
+    columns = zip(distinct["_class"].to_list(), distinct["_ok"].to_list(), distinct["_own"].to_list(), strict=True)
     for j, (class_id, fits, own) in enumerate(columns):
         i = position[class_id]
         if fits:
@@ -554,9 +587,9 @@ def _rerendered_spliced(
             digest.update(tails[i])
             append(digest.hexdigest())
         else:
-            text = sets.base["request_json"][spans["_row"][j]]
+            text = distinct["_request"][j].decode()
             append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
-    return out
+    return distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at").sort("_at").get_column("_hash")
 
 
 _SYSTEM_HOLE = "\x00system\x00"

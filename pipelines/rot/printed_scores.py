@@ -155,6 +155,7 @@ class PrintedScores:
         self._values: dict[tuple, str] = {}
         self._escaped: dict[tuple, str] = {}
         self._skeletons: dict[tuple, Skeleton | None] = {}
+        self._counted: dict[tuple, tuple[Skeleton | None, bool]] = {}
 
     @classmethod
     def of(cls, template: TemplateVersion, *, document_fields: bool = False) -> PrintedScores | None:
@@ -240,18 +241,22 @@ class PrintedScores:
         None when the skeleton reads a document field itself or a slot does not render
         (then render in full, which also says why)."""
         key = (variables_json, len(documents))
-        if key not in self._skeletons:
+        counted = self._counted.get(key)
+        if counted is None:
             blank = [DocRef("", "", None)] * len(documents)
-            self._skeletons[key] = self._render_skeleton(variables_json, blank, clock, reads_allowed=False)
-        skeleton = self._skeletons[key]
+            skeleton = self._render_skeleton(variables_json, blank, clock, reads_allowed=False)
+            reads_score = self._reads_score
+            # whether a filled-in rendering reads a score: the skeleton's slots decide it
+            reads = skeleton is not None and any(p.__class__ is not str and reads_score[p[0]] for p in skeleton.parts)
+            counted = self._counted[key] = (skeleton, reads)
+        skeleton, reads = counted
         if skeleton is None:
             return None
         try:
             parts = self._filled(documents, skeleton.parts, [d.score for d in documents], self._values, str)
         except Exception:
             return None
-        reads_score = self._reads_score
-        return "".join(parts), any(p.__class__ is not str and reads_score[p[0]] for p in skeleton.parts)
+        return "".join(parts), reads
 
     def _render_skeleton(
         self, variables_json: str | None, documents: Sequence[DocRef], clock: datetime, *, reads_allowed: bool = True

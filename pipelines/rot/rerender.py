@@ -148,11 +148,11 @@ class Renderer:
     ) -> SystemRender:
         """The template rendered with these variables and documents, under the run's
         clock; ``impure`` when a second clock and seed render it differently."""
-        base = (template.sha256, variables_json, tuple((d.doc_id, d.text) for d in documents))
+        base = (template.sha256, variables_json, tuple([(d.doc_id, d.text) for d in documents]))
         found = self._systems.get(base)
         if found is not None:
             return found
-        scored = (base, tuple(d.score for d in documents))
+        scored = (base, tuple([d.score for d in documents]))
         found = self._systems.get(scored)
         if found is None:
             found, read_scores = self._render(template, variables_json, documents)
