@@ -7,16 +7,21 @@ archive`` extracted it. It goes first on ``sys.path``, so what runs is that
 tree's code (spawned workers inherit the path), started cold. WORK.pickle holds what the bench
 prepared: the day's rows, the labelled corpora's rows, the settings. The
 stage is the bench's: ``Redactor.redact_rows``, then the pre-write screen
-(``residual.row_residuals`` over calls and spans). With the environment variable
+(``residual.row_residuals`` over calls and spans); a redactor whose
+``redact_rows`` takes ``screen`` runs the screen itself on the rows it makes
+(the text columns in its workers) and reports the screen's CPU-seconds in its
+stats. CPU-seconds are this process's and its workers'. With the environment variable
 ``TRACELAKE_BENCH_NER_EVERYWHERE=1``: the redactor the issue measured, NER reading every system prompt, templated or
 not (what the code did before commit 1e37f78).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import pickle
+import resource
 import sys
 import time
 from pathlib import Path
@@ -31,6 +36,13 @@ if os.environ.get(NER_EVERYWHERE) == "1" and __name__ != "__main__":
     _Redactor._walker_for = lambda self, call: self.walker
 
 
+def _cpu_seconds() -> float:
+    """CPU-seconds of this process and of its children that have exited (the workers)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def main() -> None:
     tree, work_file, out_file = sys.argv[1:4]
     sys.path.insert(0, tree)
@@ -41,27 +53,46 @@ def main() -> None:
     from pipelines.redact.keys import KeyRing
     from pipelines.redact.policy import load_policy
     from pipelines.redact.redactor import Redactor
-    from pipelines.redact.residual import row_residuals
+    from pipelines.redact.residual import PATTERNS, row_residuals
 
     work = pickle.loads(Path(work_file).read_bytes())
     policy = load_policy()
     keys = KeyRing.from_secrets(*work["keys"])
     calls, spans = work["day"]
+    # a redactor that screens the rows it makes (the text columns in its workers) is asked to
+    in_redactor = "screen" in inspect.signature(Redactor.redact_rows).parameters
     t = time.perf_counter()
+    cpu = _cpu_seconds()
     with Redactor(policy, work["mode"], keys, work["workers"], ner=work["ner"]) as redactor:
-        result = redactor.redact_rows(calls, spans)
+        if in_redactor:
+            result = redactor.redact_rows(calls, spans, screen=PATTERNS)
+        else:
+            result = redactor.redact_rows(calls, spans)
     redact_s = time.perf_counter() - t
     t = time.perf_counter()
-    held = sum(map(bool, row_residuals(result.calls, "calls", policy))) + sum(
-        map(bool, row_residuals(result.spans, "spans", policy))
-    )
+    screen_cpu = time.process_time()
+    if in_redactor:
+        found = [*result.residuals["calls"], *result.residuals["spans"]]
+    else:
+        found = [*row_residuals(result.calls, "calls", policy), *row_residuals(result.spans, "spans", policy)]
+    held = sum(map(bool, found))
     screen_s = time.perf_counter() - t
+    screen_cpu_s = time.process_time() - screen_cpu + result.stats.get("screen_cpu_ms", 0) / 1000
+    stage_cpu_s = _cpu_seconds() - cpu  # the workers have exited: their CPU is counted
     corpora = {}
     with Redactor(policy, "placeholder", keys, 1, ner=work["ner"]) as redactor:
         for name, (c, s) in work["corpora"].items():
             out = redactor.redact_rows(c, s)
             corpora[name] = json.dumps([out.calls, out.spans], ensure_ascii=False, default=str)
-    timings = {"redact_s": redact_s, "screen_s": screen_s, "held": held, "stats": result.stats}
+    timings = {
+        "redact_s": redact_s,
+        "screen_s": screen_s,
+        "stage_cpu_s": stage_cpu_s,
+        "screen_cpu_s": screen_cpu_s,
+        "screen_in_redactor": in_redactor,
+        "held": held,
+        "stats": result.stats,
+    }
     Path(out_file).write_text(json.dumps({**timings, "corpora": corpora}))
 
 

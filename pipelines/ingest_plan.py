@@ -33,7 +33,9 @@ from pipelines.redact.screen import account, screen_rows
 class RowRedactor(Protocol):
     mode: str
 
-    def redact_rows(self, calls: list[dict[str, Any]], spans: list[dict[str, Any]], *, now: datetime) -> Any: ...
+    def redact_rows(
+        self, calls: list[dict[str, Any]], spans: list[dict[str, Any]], *, now: datetime, screen: Any = None
+    ) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -178,7 +180,8 @@ def _redact_and_screen(
 ) -> tuple[list[dict[str, Any]], int]:
     """Redaction, then the residual-PII screen, on the batch in place: nothing after this sees raw text.
     Returns (the audit rows of what is written, rows held back)."""
-    redacted = redactor.redact_rows(batch.calls, batch.spans, now=now)
+    # the redactor screens the rows where it makes them (the text columns in its workers)
+    redacted = redactor.redact_rows(batch.calls, batch.spans, now=now, screen=patterns)
     batch.calls, batch.spans = redacted.calls, redacted.spans
     # the redactor may change rows in place: none of the schema check's conversions is reused
     batch.converted.clear()
@@ -193,6 +196,7 @@ def _redact_and_screen(
         run_id=run_id,
         now=now,
         patterns=patterns,
+        found=redacted,
     )
     batch.calls, batch.spans = screened.calls, screened.spans
     batch.quarantine = [*batch.quarantine, *screened.quarantine]

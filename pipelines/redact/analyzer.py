@@ -43,7 +43,7 @@ from pipelines.redact.entities import (
     UNAMBIGUOUS_WHEN_FORMATTED,
 )
 from pipelines.redact.names import NER_SCORE, LineNames, chunks
-from pipelines.redact.patterns import CREDENTIALS, compiled, may_hold_credential
+from pipelines.redact.patterns import CREDENTIALS, ascii_digits, compiled, may_hold_credential
 from pipelines.redact.recognizers import PHONE_CANDIDATE, build_recognizers
 
 
@@ -64,7 +64,6 @@ for _name in ("presidio-analyzer", "presidio-anonymizer"):
 
 # Bumped whenever recognizers or their scoring change; stored in the audit.
 RECOGNIZERS_VERSION = "tracelake-redact-2"  # 2: names found line by line
-_DIGITS = str.maketrans("", "", "0123456789")
 # Entities whose recognizers use context words: only texts that may hold one
 # of them pay for tokenization.
 _CONTEXTUAL = frozenset(entity for entity, words in CONTEXT.items() if words)
@@ -199,7 +198,7 @@ class TextAnalyzer:
         tell whether it can match (so skipping never loses a match)."""
         text = request.text
         allowed = (*UNAMBIGUOUS, *UNAMBIGUOUS_WHEN_FORMATTED) if request.restricted else ENTITIES
-        digits = len(text) - len(text.translate(_DIGITS))
+        digits = ascii_digits(text)
         wanted = []
         for entity in ENTITIES:
             if entity not in allowed or entity not in self._enabled or digits < _MIN_DIGITS.get(entity, 0):

@@ -13,6 +13,18 @@ from dataclasses import dataclass
 
 import regex
 
+_DIGIT_BYTES = b"0123456789"
+
+
+def ascii_digits(text: str) -> int:
+    """How many ASCII digits ``text`` holds. Through bytes: ``bytes.translate``
+    deletes at C speed, ``str.translate`` looks every character up in a dict
+    (10x slower, and the recognizers' gates count the digits of every text).
+    In UTF-8 an ASCII digit byte is always the digit itself."""
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data) - len(data.translate(None, _DIGIT_BYTES))
+
+
 CPF_FORMATTED = r"\b\d{3}\.\d{3}\.\d{3}-\d{2}\b"
 CPF_PLAIN = r"\b\d{9}-?\d{2}\b"
 CNPJ_FORMATTED = r"\b[0-9A-Z]{2}\.[0-9A-Z]{3}\.[0-9A-Z]{3}/[0-9A-Z]{4}-\d{2}\b"

@@ -13,9 +13,10 @@ the calling process, where starting workers would cost more than it saves.
 from __future__ import annotations
 
 import multiprocessing
+import time
 import zlib
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,11 @@ def _start_worker(config: WorkerConfig) -> None:
 
     global _worker
     _worker = Redactor(config.policy, config.mode, config.keys, workers=1, ner=config.ner)
+    _worker.pool.start_analyzer()  # the NER model loads while the parent still prepares the rows
+
+
+def _ready() -> None:
+    """A task that only makes the pool start a worker."""
 
 
 def _analyze_batch(requests: Sequence[Request]) -> list[list[Hit]]:
@@ -67,10 +73,24 @@ def _analyze_batch(requests: Sequence[Request]) -> list[list[Hit]]:
     return _worker.pool.local.analyze_many(requests)
 
 
-def _redact_shard(shard: tuple[list[dict], list[dict], datetime]) -> tuple[list, list, list, dict]:
+def _redact_shard(
+    shard: tuple[list[dict], list[dict], datetime, tuple[str, ...] | None],
+) -> tuple[list, list, list, dict, dict | None]:
+    """``Redactor.redact_columns`` of a shard; with ``screen`` patterns also the
+    residual-PII classes of its redacted text columns (the rows are here already)."""
     assert _worker is not None, "worker started without a redactor"
-    calls, spans, now = shard
-    return _worker.redact_columns(calls, spans, now)
+    calls, spans, now, screen = shard
+    call_updates, span_updates, audit, stats = _worker.redact_columns(calls, spans, now)
+    found = None
+    if screen is not None:
+        started = time.process_time()
+        found = _worker.screen_columns(
+            [{**row, **update} for row, update in zip(calls, call_updates, strict=True)],
+            [{**row, **update} for row, update in zip(spans, span_updates, strict=True)],
+            screen,
+        )
+        stats["screen_cpu_ms"] = round((time.process_time() - started) * 1000)
+    return call_updates, span_updates, audit, stats, found
 
 
 def _columns(row: dict, names: tuple[str, ...]) -> dict:
@@ -109,6 +129,9 @@ class AnalyzerPool:
             self._local = TextAnalyzer(self.settings)
         return self._local
 
+    def start_analyzer(self) -> TextAnalyzer:
+        return self.local
+
     def _pool(self) -> ProcessPoolExecutor:
         if self._executor is None:
             if self.config is None:
@@ -139,11 +162,19 @@ class AnalyzerPool:
             results += batch_result
         return results
 
+    def warm_up(self) -> None:
+        """Start every worker now (spawning one and loading its model takes seconds):
+        the caller's own work until it submits overlaps with it."""
+        pool = self._pool()
+        for _ in range(self.workers):
+            pool.submit(_ready)
+
     def redact_shards(
-        self, calls: Sequence[dict], spans: Sequence[dict], now: datetime
-    ) -> list[tuple[list[int], list[int], tuple[list, list, list, dict]]]:
+        self, calls: Sequence[dict], spans: Sequence[dict], now: datetime, screen: tuple[str, ...] | None = None
+    ) -> Iterator[tuple[list[int], list[int], tuple[list, list, list, dict, dict | None]]]:
         """Rows split by trace id over the workers: (call positions, span positions,
-        ``Redactor.redact_columns`` of those rows) per shard."""
+        ``_redact_shard`` of those rows) per shard, as each shard is done."""
+        self.warm_up()
         n = self.workers
         call_at: list[list[int]] = [[] for _ in range(n)]
         span_at: list[list[int]] = [[] for _ in range(n)]
@@ -152,12 +183,14 @@ class AnalyzerPool:
         for i, row in enumerate(spans):
             span_at[shard_of(row.get("trace_id"), n)].append(i)
         # only what redaction reads goes through the pipe: pickling whole rows cost more than it saved
-        shards = [
-            ([_columns(calls[i], CALL_COLUMNS) for i in c], [_columns(spans[i], SPAN_COLUMNS) for i in s], now)
-            for c, s in zip(call_at, span_at, strict=True)
-        ]
-        results = self._pool().map(_redact_shard, shards)
-        return [(c, s, r) for c, s, r in zip(call_at, span_at, results, strict=True)]
+        pool = self._pool()
+        futures = {}
+        for c, s in zip(call_at, span_at, strict=True):
+            shard = ([_columns(calls[i], CALL_COLUMNS) for i in c], [_columns(spans[i], SPAN_COLUMNS) for i in s])
+            futures[pool.submit(_redact_shard, (*shard, now, screen))] = (c, s)
+        for future in as_completed(futures):
+            c, s = futures[future]
+            yield c, s, future.result()
 
     def close(self) -> None:
         if self._executor is not None:

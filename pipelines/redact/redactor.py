@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import json
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -39,6 +40,7 @@ from pipelines.redact.keys import KeyRing
 from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.pool import AnalyzerPool, WorkerConfig
+from pipelines.redact.residual import IDENTIFIER_COLUMNS, TEXT_COLUMNS, merge_residuals, row_residuals
 from pipelines.redact.row_fields import walk_row
 from pipelines.redact.substitution import TraceSubstitutions, check_mode
 from pipelines.redact.walker import JsonWalker
@@ -57,6 +59,10 @@ class RedactionResult:
     audit: list[dict[str, Any]]
     # counts only (texts seen, distinct, analyzed, replacements): safe to log
     stats: dict[str, int] = field(default_factory=dict)
+    # with ``redact_rows(screen=patterns)``: the residual-PII classes still found in
+    # each returned row, per table ("calls", "spans"), and the patterns they were found with
+    residuals: dict[str, list[tuple[str, ...]]] | None = None
+    screened: tuple[str, ...] = ()
 
 
 def ner_enabled(policy: Policy, override: bool | None = None) -> bool:
@@ -177,21 +183,42 @@ class Redactor:
         spans: Sequence[dict[str, Any]] = (),
         *,
         now: datetime | None = None,
+        screen: Sequence[str] | None = None,
     ) -> RedactionResult:
         """Redacted copies of ``calls`` and ``spans`` (same columns, same
-        types, same order), and one audit row per call and per span outside any call."""
+        types, same order), and one audit row per call and per span outside any call.
+
+        ``screen``: also run the residual-PII scan (``residual.row_residuals``
+        with these patterns) over the returned rows, where they are made: the
+        text columns in the worker that redacted them, the other columns here
+        as each worker's rows come back (``RedactionResult.residuals``)."""
         now = now or datetime.now(UTC)
+        patterns = tuple(screen) if screen is not None else None
         if self.pool.parallel_rows(len(calls) + len(spans)):
-            call_updates, span_updates, audit, stats = self._redact_in_workers(calls, spans, now)
-        else:
-            call_updates, span_updates, audit, stats = self.redact_columns(calls, spans, now)
-        # personal user/session ids, tags and segment values: the keyed pseudonym, the same in every trace
-        call_updates = [{**u, **pseudonymize_row(row, self.keys)} for row, u in zip(calls, call_updates, strict=True)]
-        span_updates = [{**u, **pseudonymize_row(row, self.keys)} for row, u in zip(spans, span_updates, strict=True)]
-        # record_sha256 describes what is stored: recomputed, so it is no hash of raw text either
-        out_calls = [_updated(row, update) for row, update in zip(calls, call_updates, strict=True)]
-        out_spans = [_updated(row, update) for row, update in zip(spans, span_updates, strict=True)]
-        return RedactionResult(out_calls, out_spans, audit, stats)
+            return self._redact_in_workers(calls, spans, now, patterns)
+        call_updates, span_updates, audit, stats = self.redact_columns(calls, spans, now)
+        out_calls = self._finished(calls, call_updates)
+        out_spans = self._finished(spans, span_updates)
+        result = RedactionResult(out_calls, out_spans, audit, stats)
+        if patterns is not None:
+            started = time.process_time()
+            result.residuals = {
+                "calls": row_residuals(out_calls, "calls", self.policy, patterns),
+                "spans": row_residuals(out_spans, "spans", self.policy, patterns),
+            }
+            result.screened = patterns
+            stats["screen_cpu_ms"] = round((time.process_time() - started) * 1000)
+        return result
+
+    def _finished(self, rows: Sequence[dict[str, Any]], updates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Rows with their redacted columns, personal user/session ids, tags and
+        segment values pseudonymized (the keyed pseudonym, the same in every
+        trace), and record_sha256 recomputed: it describes what is stored, so it
+        is no hash of raw text either."""
+        return [
+            _updated(row, {**update, **pseudonymize_row(row, self.keys)})
+            for row, update in zip(rows, updates, strict=True)
+        ]
 
     def redact_columns(
         self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], now: datetime
@@ -251,18 +278,35 @@ class Redactor:
         return self.templated_walker if templated else self.walker
 
     def _redact_in_workers(
-        self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], now: datetime
-    ) -> tuple[list[dict], list[dict], list[dict], dict[str, int]]:
-        """The same result as in one process: each trace is redacted whole by one worker."""
-        call_updates: list[Any] = [None] * len(calls)
-        span_updates: list[Any] = [None] * len(spans)
+        self,
+        calls: Sequence[dict[str, Any]],
+        spans: Sequence[dict[str, Any]],
+        now: datetime,
+        screen: tuple[str, ...] | None,
+    ) -> RedactionResult:
+        """The same result as in one process: each trace is redacted whole by one
+        worker. A worker's rows are finished here (and their identifier columns
+        screened) while the other worker is still busy."""
+        out_calls: list[Any] = [None] * len(calls)
+        out_spans: list[Any] = [None] * len(spans)
+        found: dict[str, list[Any]] = {"calls": [None] * len(calls), "spans": [None] * len(spans)}
         audit: list[dict[str, Any]] = []
         stats: dict[str, int] = defaultdict(int)
-        for call_at, span_at, (c_updates, s_updates, s_audit, s_stats) in self.pool.redact_shards(calls, spans, now):
-            for i, update in zip(call_at, c_updates, strict=True):
-                call_updates[i] = update
-            for i, update in zip(span_at, s_updates, strict=True):
-                span_updates[i] = update
+        for call_at, span_at, shard in self.pool.redact_shards(calls, spans, now, screen):
+            c_updates, s_updates, s_audit, s_stats, text_found = shard
+            for table, rows, at, updates, out in (
+                ("calls", calls, call_at, c_updates, out_calls),
+                ("spans", spans, span_at, s_updates, out_spans),
+            ):
+                finished = self._finished([rows[i] for i in at], updates)
+                for i, row in zip(at, finished, strict=True):
+                    out[i] = row
+                if screen is not None:
+                    started = time.process_time()
+                    ids = row_residuals(finished, table, self.policy, screen, part=IDENTIFIER_COLUMNS)
+                    for i, classes in zip(at, merge_residuals(text_found[table], ids, screen), strict=True):
+                        found[table][i] = classes
+                    stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)
             audit += s_audit
             for key, value in s_stats.items():
                 stats[key] += value
@@ -273,7 +317,19 @@ class Redactor:
             "spans": {row["span_key"]: len(calls) + i for i, row in enumerate(spans)},
         }
         audit.sort(key=lambda row: position[row["source_table"]][row["call_id"]])
-        return call_updates, span_updates, audit, dict(stats)
+        result = RedactionResult(out_calls, out_spans, audit, dict(stats))
+        if screen is not None:
+            result.residuals, result.screened = found, screen
+        return result
+
+    def screen_columns(
+        self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], screen: tuple[str, ...]
+    ) -> dict[str, list[tuple[str, ...]]]:
+        """The residual-PII classes in the text columns of these (redacted) rows."""
+        return {
+            "calls": row_residuals(calls, "calls", self.policy, screen, part=TEXT_COLUMNS),
+            "spans": row_residuals(spans, "spans", self.policy, screen, part=TEXT_COLUMNS),
+        }
 
     def _prepare_call(self, call: dict[str, Any]) -> tuple[list | None, str | None, bool | None]:
         """Hashes of the raw call: keyed block hashes, and the request hash checked

@@ -18,6 +18,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -58,7 +59,6 @@ _API_KEY_HINTS = (
     "eyJ",
     "PRIVATE KEY",
 )
-_DIGITS = str.maketrans("", "", "0123456789")
 _API_KEY_HINT = regex.compile("|".join(regex.escape(h) for h in _API_KEY_HINTS))
 MEMO_LIMIT = 200_000
 
@@ -74,6 +74,7 @@ _ESCAPES = regex.compile(r'\\+(u[0-9a-fA-F]{4}|[nrtbf"/\\])?')
 # a negative integer holding a card number: the card pattern wants no "-" before it
 _NEGATIVE_CARD = regex.compile(r"-(\d{12,19})(?!\d)")
 GATE_MEMO_LIMIT = 200_000
+IDENTIFIER_CHUNK = 2_000  # rows whose identifier strings are judged together
 # What some pattern of the scan needs in a text, as substring tests and two short
 # searches (``may_match``): most distinct lines of a redacted table have none of them
 _KEY_LITERALS = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "github_pat_", "xox", "AIza", "_live_", "_test_", "eyJ",
@@ -86,7 +87,7 @@ _DIGIT_RUN = regex.compile(
     r"|\d{4}[ -]?\d{4}[ -]?\d{4}|\d{4}[ -]?\d{6}"
 )
 # NUL joins strings (JSON escapes it); deleting these leaves nothing of plain ids
-_PLAIN_ID_CHARS = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyz0123456789\x00")
+_PLAIN_ID_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789\x00"
 _NUMBER_CHECKS = (
     ("cpf", check_digits.is_valid_cpf),
     ("cnpj", check_digits.is_valid_cnpj),
@@ -106,7 +107,7 @@ def may_match(text: str) -> bool:
         return True
     if "/" in text and "-" in text and "." in text and _CNPJ_SHAPE.search(text):
         return True
-    if not text.isascii() or len(text) - len(text.translate(_DIGITS)) >= 11:
+    if not text.isascii() or patterns.ascii_digits(text) >= 11:
         return _DIGIT_RUN.search(text) is not None
     return False
 
@@ -217,7 +218,7 @@ class _Counter:
             for m in _email_pattern().finditer(value):
                 if _is_personal_email(m.group()) and not self._allowed(m.group()):
                     self.counts["email"] += 1
-        digits = len(value) - len(value.translate(_DIGITS))
+        digits = patterns.ascii_digits(value)
         if digits >= 11:
             if "cpf" in self.wanted:
                 found = {m.group() for p in _CPF for m in p.finditer(value)}
@@ -291,16 +292,41 @@ class _CleanValues:
         self._memo: dict[str, bool] = {}
         self._identifiers: dict[str, bool] = {}
         self._clean_ids: set[str] = set()  # the non-plain identifier strings judged clean
+        self._line_gates: dict[str, bool] = {}  # line -> may_match_any_reading is false on it
 
     def skip(self, value: str, kind: str) -> bool:
         clean = self._memo.get(value)
         if clean is None:
-            if not may_match_any_reading(value):
+            if self._lines_pass(value):
                 clean = True  # no leaf of it can count: not parsed, not split
             else:
                 clean = self._json_clean(value) if kind == JSON else self._text_clean(value)
             self._remember(value, clean)
         return clean
+
+    def _lines_pass(self, value: str) -> bool:
+        """``may_match_any_reading`` is false on every line of the value, each
+        distinct line judged once per scan: a prompt is unique per call, its
+        lines are not. A line ends at a line break or at its JSON escape
+        ``\\n``: no pattern match holds either (none but a private key block
+        spans a line, and none holds a backslash), so every match of a leaf,
+        escaped or not, lies inside one line of the raw value."""
+        if "PRIVATE KEY" in value:
+            return not may_match_any_reading(value)
+        if "\\n" in value:
+            value = value.replace("\\n", "\n")
+        if "\n" not in value:
+            return not may_match_any_reading(value)
+        gates = self._line_gates
+        if len(gates) >= GATE_MEMO_LIMIT:
+            gates.clear()
+        for line in value.split("\n"):
+            passed = gates.get(line)
+            if passed is None:
+                passed = gates[line] = not may_match_any_reading(line)
+            if not passed:
+                return False
+        return True
 
     def _text_clean(self, value: str) -> bool:
         """Line by line: no pattern but a private key block spans a line break,
@@ -322,6 +348,20 @@ class _CleanValues:
             self._remember(line, clean)
         return clean
 
+    def identifiers_clean_rows(self, rows: list[Any]) -> list[bool]:
+        """``identifiers_clean`` of each row, the strings of many rows judged at
+        once: the ids of a batch are mostly the same few (uris, models, services)
+        plus hashes, and one ``orjson.dumps`` of all of them is cheaper than one
+        per row. A row holding a string not judged clean is judged on its own."""
+        out: list[bool] = []
+        for start in range(0, len(rows), IDENTIFIER_CHUNK):
+            chunk = rows[start : start + IDENTIFIER_CHUNK]
+            if self.identifiers_clean(chunk):
+                out += [True] * len(chunk)
+            else:
+                out += [self.identifiers_clean(row) for row in chunk]
+        return out
+
     def identifiers_clean(self, values: list[Any]) -> bool:
         """Columns read as identifiers (``_IdentifierCounter``): every string
         judged as structural, once per scan. A string of letters and digits
@@ -331,7 +371,7 @@ class _CleanValues:
         strings = set(_identifier_strings(values))
         strings.difference_update(self._clean_ids)
         # left: hashes and ids, mostly. All of them lower-case letters and digits? (at C speed)
-        if not "\x00".join(strings).translate(_PLAIN_ID_CHARS):
+        if not "\x00".join(strings).encode("utf-8", "surrogatepass").translate(None, _PLAIN_ID_BYTES):
             return True
         memo = self._identifiers
         for value in strings:
@@ -450,7 +490,9 @@ def _identifier_strings(values: list[Any]) -> list[str]:
         strings: list[str] = []
         _strings(values, strings)
         return strings
-    return _tokens(text.decode())[0]
+    text = text.decode()
+    # no escaped quote: every quote opens or closes a string
+    return _JSON_STRING.findall(text) if '\\"' in text else text.split('"')[1::2]
 
 
 def _records(frame: Any, columns: Sequence[str]) -> list[dict[str, Any]]:
@@ -502,6 +544,26 @@ def residual_counts(
     return counts, scanned
 
 
+TEXT_COLUMNS = "text"
+IDENTIFIER_COLUMNS = "identifiers"
+
+
+def _identifier_values(rows: Sequence[Mapping[str, Any]], text_columns: Mapping[str, Any]) -> list[Any]:
+    """Per row, the values of its columns outside ``text_columns`` (None where a
+    row lacks one): taken by one ``itemgetter`` over the columns of all rows."""
+    columns = sorted(set().union(*rows).difference(text_columns), key=str)
+    if not columns:
+        return [()] * len(rows)
+    take = itemgetter(*columns) if len(columns) > 1 else lambda row: (row[columns[0]],)
+    out = []
+    for row in rows:
+        try:
+            out.append(take(row))
+        except KeyError:
+            out.append(tuple(row.get(column) for column in columns))
+    return out
+
+
 def row_residuals(
     rows: Sequence[Mapping[str, Any]],
     table: str,
@@ -509,32 +571,52 @@ def row_residuals(
     patterns: Sequence[str] = PATTERNS,
     *,
     walk_all: bool = False,
+    part: str | None = None,
 ) -> list[tuple[str, ...]]:
     """For each row, the pattern classes found in ANY of its text (the redactor's
     text columns, and every other column read as identifiers); () when clean.
     The pre-write screen of ingest: a row with a class is quarantined, not written.
     Values in which no pattern matches at all are not walked leaf by leaf
-    (``walk_all``: walk them anyway; the same result, slower)."""
+    (``walk_all``: walk them anyway; the same result, slower). ``part``
+    ``TEXT_COLUMNS`` or ``IDENTIFIER_COLUMNS`` scans only those columns (the
+    redactor's workers scan the text columns of the rows they redacted):
+    ``merge_residuals`` of the two parts is the whole row's result."""
     walker = JsonWalker(FieldRules(policy))
     allow = frozenset(v.casefold() for v in policy.allow_list)
-    spec = FIELDS.get(table, {})
+    spec = FIELDS.get(table, {}) if part != IDENTIFIER_COLUMNS else {}
+    not_text = FIELDS.get(table, {})
     public = policy.is_public_document if policy.public_documents else None
     found = []
     memo: dict = {}
     clean = _CleanValues(_Counter(tuple(patterns), allow))
     skip = None if walk_all else clean.skip
-    for row in rows:
+    ids: list[Any] = []
+    clean_ids: list[bool] = []
+    if part != TEXT_COLUMNS:
+        ids = _identifier_values(rows, not_text)
+        clean_ids = [False] * len(rows) if walk_all else clean.identifiers_clean_rows(ids)
+    for i, row in enumerate(rows):
         counter = _Counter(tuple(patterns), allow, memo)
         if spec:
-            walk_row(dict(row), table, walker, counter, public, skip)
-        other = [value for column, value in row.items() if column not in spec and value is not None]
-        if other and (walk_all or not clean.identifiers_clean(other)):
-            others = _IdentifierCounter(counter)
-            for column, value in row.items():
-                if column not in spec and value is not None:
-                    walker.walk(_as_json(value), column, others)
+            walk_row(row if isinstance(row, dict) else dict(row), table, walker, counter, public, skip)
+        if part != TEXT_COLUMNS:
+            if not clean_ids[i] and any(value is not None for value in ids[i]):
+                others = _IdentifierCounter(counter)
+                for column, value in row.items():
+                    if column not in not_text and value is not None:
+                        walker.walk(_as_json(value), column, others)
         found.append(tuple(p for p in patterns if counter.counts[p]))
     return found
+
+
+def merge_residuals(
+    first: Sequence[tuple[str, ...]], second: Sequence[tuple[str, ...]], patterns: Sequence[str] = PATTERNS
+) -> list[tuple[str, ...]]:
+    """Row by row, the classes found in either part, in ``patterns`` order."""
+    return [
+        a if not b else b if not a else tuple(p for p in patterns if p in a or p in b)
+        for a, b in zip(first, second, strict=True)
+    ]
 
 
 def residual_pii_check(

@@ -1,7 +1,8 @@
 """The pre-write screen: redacted rows that still hold PII are quarantined, not written.
 
 Ingest runs the residual-PII scan (``residual.row_residuals``) over every
-redacted `calls` and `spans` row before any merge. A row where a pattern
+redacted `calls` and `spans` row before any merge (the redactor runs it as it
+makes the rows: ``Redactor.redact_rows(screen=patterns)``). A row where a pattern
 class still matches (an email, a valid CPF or card, an API key) is dropped
 and replaced by a `quarantine` row that points at it: object, line, table
 and the pattern class, never the value. The blocking residual asset checks
@@ -14,12 +15,15 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pipelines.ingest import LOG_BOOKKEEPING
 from pipelines.record.canonical import record_sha256, sha256_hex
 from pipelines.redact.policy import Policy
 from pipelines.redact.residual import PATTERNS, row_residuals
+
+if TYPE_CHECKING:
+    from pipelines.redact.redactor import RedactionResult
 
 ERROR_CLASS = "residual_pii"
 ROW_KEYS = {"calls": "call_id", "spans": "span_key"}
@@ -50,18 +54,23 @@ def screen_rows(
     run_id: str,
     now: datetime,
     patterns: Sequence[str] = PATTERNS,
+    found: RedactionResult | None = None,
 ) -> Screened:
     """Split redacted rows into the ones to write and quarantine pointers for the rest.
-    ``keys_by_uri`` maps a row's ``source_uri`` to its object key."""
+    ``keys_by_uri`` maps a row's ``source_uri`` to its object key. ``found``: the
+    redaction that made these rows, when it scanned them already
+    (``Redactor.redact_rows(screen=patterns)``, the same patterns); else they are scanned here."""
     out = Screened([], [])
+    screened = found is not None and found.residuals is not None and found.screened == tuple(patterns)
     for table, rows, kept in (("calls", calls, out.calls), ("spans", spans, out.spans)):
-        for row, found in zip(rows, row_residuals(rows, table, policy, patterns), strict=True):
+        classes = found.residuals[table] if screened else row_residuals(rows, table, policy, patterns)
+        for row, found_in_row in zip(rows, classes, strict=True):
             # a span of a held call goes with it (a span row never points at a missing call)
-            if not found and not (table == "spans" and row.get("call_id") in out.held):
+            if not found_in_row and not (table == "spans" and row.get("call_id") in out.held):
                 kept.append(row)
                 continue
             out.held.add(row[ROW_KEYS[table]])
-            out.quarantine.append(_pointer(table, row, found, keys_by_uri, run_id, now))
+            out.quarantine.append(_pointer(table, row, found_in_row, keys_by_uri, run_id, now))
     return out
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from pipelines.redact import pool
+from pipelines.redact.policy import EntityRule, load_policy
 from pipelines.redact.redactor import Redactor
+from pipelines.redact.residual import PATTERNS, row_residuals
+from pipelines.redact.screen import screen_rows
 from tests.redact.conftest import KEYS
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -29,3 +32,35 @@ def test_two_workers_give_the_same_rows_documents_and_audit(corpus, corpus_rows,
     assert sharded.audit == single.audit
     assert sharded_docs == single_docs
     assert {pool.shard_of(c["trace_id"], 2) for c in calls} == {0, 1}  # both workers had traces
+
+
+def test_the_screen_run_by_the_redactor_finds_what_scanning_its_rows_finds(corpus_rows, monkeypatch):
+    """Screened where the rows are made (text columns in the workers, the rest
+    here): the same classes per row as the scan of the returned rows."""
+    calls, spans = corpus_rows
+    monkeypatch.setattr(pool, "MIN_POOL_ROWS", 10)
+    base = load_policy()
+    # emails and CPFs kept: rows the screen must hold back
+    policy = base.model_copy(
+        update={
+            "entities": {
+                **base.entities,
+                "EMAIL_ADDRESS": EntityRule(operator="keep"),
+                "BR_CPF": EntityRule(operator="keep"),
+            }
+        }
+    )
+    for workers in (1, 2):
+        with Redactor(policy, mode="placeholder", keys=KEYS, workers=workers, ner=False) as redactor:
+            result = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
+            assert (redactor.pool._executor is None) == (workers == 1)
+        assert result.screened == PATTERNS
+        scanned = {
+            table: row_residuals(rows, table, policy)
+            for table, rows in (("calls", result.calls), ("spans", result.spans))
+        }
+        assert result.residuals == scanned, workers
+        assert sum(map(bool, scanned["calls"])) > len(calls) // 4
+        assert {c for row in scanned["calls"] for c in row} >= {"email", "cpf"}
+        screened = screen_rows(result.calls, result.spans, policy, keys_by_uri={}, run_id="r", now=NOW, found=result)
+        assert len(screened.calls) == sum(not f for f in scanned["calls"])
