@@ -11,12 +11,12 @@ object holds one per line. The JSON Schema is published next to this module
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from pipelines.formats import frozen_call_structs as structs
 from pipelines.formats.base import (
     Normalized,
     SourceRef,
@@ -24,10 +24,12 @@ from pipelines.formats.base import (
     normalize_records,
     validated_object,
 )
-from pipelines.formats.frozen_call_structs import FrozenCall, fields_of
 from pipelines.record.anthropic_shape import request_columns_and_plain, response_columns, usage_row
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import document_row, finalize_call, new_call, span_for_call
+
+if TYPE_CHECKING:
+    from pipelines.formats.frozen_call_structs import FrozenCall
 
 FORMAT = "frozen_call"
 FORMAT_TAG = "tracelake.frozen_call"
@@ -321,17 +323,26 @@ def to_call(
     return finalize_call(call, doc.block_tokens, plain_request=plain_request)
 
 
-def _response_body(response: Response | structs.Response) -> dict[str, Any]:
-    if isinstance(response, structs.Response):
-        return structs.response_dump(response)
-    return response.model_dump(exclude_none=True)
+def fields_of(model: Any) -> dict[str, Any]:
+    """A plain nested model's fields as a dict (``dict(model)`` for pydantic)."""
+    if isinstance(model, msgspec.Struct):
+        return msgspec.structs.asdict(model)
+    return dict(model)
+
+
+def _response_body(response: Any) -> dict[str, Any]:
+    if isinstance(response, Response):
+        return response.model_dump(exclude_none=True)
+    return frozen_call_structs.response_dump(response)
 
 
 def validate(value: Any) -> FrozenCallV1 | FrozenCall:
     """A frozen-call document, validated: msgspec's struct when the fast path
     takes it (frozen_call_structs), else pydantic's model, or RecordError with
     pydantic's message."""
-    return structs.fast_validate(value) or validated_object(FrozenCallV1, value, "a frozen-call v1 document")
+    return frozen_call_structs.fast_validate(value) or validated_object(
+        FrozenCallV1, value, "a frozen-call v1 document"
+    )
 
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:
@@ -349,3 +360,7 @@ def looks_like(record: Any) -> bool:
 def dumps(doc: dict[str, Any]) -> str:
     """Serialize a frozen-call document the way tracelake writes them."""
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+# Last, because its msgspec structs are built from the models above (it imports this module).
+from pipelines.formats import frozen_call_structs  # noqa: E402

@@ -1,4 +1,4 @@
-"""The validation fast path of frozen-call v1: msgspec structs mirroring the
+"""The validation fast path of frozen-call v1: msgspec structs built from the
 pydantic models of ``frozen_call``.
 
 pydantic stays the reference and the only source of error messages: a
@@ -25,145 +25,121 @@ On the 40k-call demo day msgspec validates in ~0.1 s what took pydantic ~0.6.
 
 from __future__ import annotations
 
+import functools
+import operator
 import re
+import types
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Union, get_args, get_origin
 
+import annotated_types
 import msgspec
+import pydantic
+from pydantic_core import PydanticUndefined
 
+from pipelines.formats import frozen_call
 from pipelines.formats.base import _as_utc
 
-_SHA256_HEX = r"^[0-9a-f]{64}\Z"  # pydantic's pattern (Rust regex: $ is the end), in Python's re
 # the RFC 3339 forms fromisoformat and pydantic read to the same instant
 _RFC3339 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)?\Z")
 
 
-class _Strict(msgspec.Struct, forbid_unknown_fields=True):
-    """A nested model: unknown keys are an error (pydantic ``extra="forbid"``)."""
+def _meta(metadata: list[Any]) -> msgspec.Meta | None:
+    """The constraints the models use, as msgspec reads them. pydantic's
+    patterns are Rust regexes, where ``$`` is the end; in Python's re it is
+    ``\\Z``. A constraint not known here fails at import, not silently."""
+    constraints: dict[str, Any] = {}
+    for item in metadata:
+        if isinstance(item, annotated_types.MinLen):
+            constraints["min_length"] = item.min_length
+        elif getattr(item, "pattern", None) is not None:
+            pattern = item.pattern
+            constraints["pattern"] = pattern[:-1] + r"\Z" if pattern.endswith("$") else pattern
+        elif not isinstance(item, pydantic.AfterValidator):  # times: checked by _time
+            raise TypeError(f"frozen_call_structs: no msgspec form for the constraint {item!r}")
+    return msgspec.Meta(**constraints) if constraints else None
 
 
-class PromptRef(_Strict):
-    template_id: str | None = None
-    version: str | None = None
-    label: str | None = None
-    variables: dict[str, Any] | None = None
+def _type(annotation: Any, structs: dict[type, type]) -> Any:
+    """A model's annotation with its nested models as structs and times as
+    ``Any`` (fast_validate reads them by the stricter rule of ``_time``)."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if annotation is datetime:
+        return Any
+    if isinstance(annotation, type) and issubclass(annotation, pydantic.BaseModel):
+        return structs[annotation]
+    if origin is Annotated:
+        inner = _type(args[0], structs)
+        meta = _meta(list(args[1:]))
+        return inner if meta is None or inner is Any else Annotated[inner, meta]
+    if origin in (Union, types.UnionType):
+        members = [_type(a, structs) for a in args]
+        return Any if Any in members else functools.reduce(operator.or_, members)
+    if origin in (list, dict):
+        return origin[tuple(_type(a, structs) for a in args)]
+    return annotation
 
 
-class ModelRef(_Strict):
-    id: str
-    alias: str | None = None
-    resolved_snapshot: str | None = None
-    endpoint: str | None = None
-    provider: str = "anthropic"
+def _constrained(kind: Any, meta: msgspec.Meta) -> Any:
+    """A field's constraint on its values, not on None (``str | None`` with a pattern)."""
+    if get_origin(kind) in (Union, types.UnionType):
+        members = [a if a is type(None) else Annotated[a, meta] for a in get_args(kind)]
+        return functools.reduce(operator.or_, members)
+    return Annotated[kind, meta]
 
 
-class Sampling(_Strict):
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    max_tokens: int | None = None
-    seed: int | None = None
-    stop_sequences: list[str] | None = None
+def _struct(model: type[pydantic.BaseModel], structs: dict[type, type]) -> type[msgspec.Struct]:
+    """The msgspec struct of one model: its fields, types, constraints and
+    defaults; unknown keys refused where the model forbids them, else kept in
+    ``model_extra`` (set by fast_validate; not a document key)."""
+    fields: list[tuple[Any, ...]] = []
+    for name, info in model.model_fields.items():
+        kind = _type(info.annotation, structs)
+        meta = _meta(info.metadata)
+        if meta is not None and kind is not Any:
+            kind = _constrained(kind, meta)
+        if info.default_factory is not None:
+            fields.append((name, kind, msgspec.field(default_factory=info.default_factory)))
+        elif info.default is PydanticUndefined:
+            fields.append((name, kind))
+        else:
+            fields.append((name, kind, info.default))
+    forbid = model.model_config.get("extra") == "forbid"
+    if not forbid:
+        fields.append(("model_extra", dict[str, Any] | None, None))
+    return msgspec.defstruct(model.__name__, fields, kw_only=True, forbid_unknown_fields=forbid, module=__name__)
 
 
-class Retrieval(_Strict):
-    embedding_model: str | None = None
-    index_snapshot: str | None = None
-    query: str | None = None
-    doc_ids: list[str] = msgspec.field(default_factory=list)
-    scores: list[float] | None = None
-    texts: list[str | None] | None = None
-    tokens: list[int] | None = None
+def _structs() -> dict[type, type]:
+    structs: dict[type, type] = {}
+    # nested models before the models that hold them
+    for model in (
+        frozen_call.PromptRef,
+        frozen_call.ModelRef,
+        frozen_call.Sampling,
+        frozen_call.Retrieval,
+        frozen_call.Usage,
+        frozen_call.Feedback,
+        frozen_call.Error,
+        frozen_call.ToolExecution,
+        frozen_call.Response,
+        frozen_call.FrozenCallV1,
+    ):
+        structs[model] = _struct(model, structs)
+    return structs
 
 
-class Usage(_Strict):
-    input_tokens: int | None = None
-    output_tokens: int | None = None
-    cache_read_input_tokens: int | None = None
-    cache_creation_input_tokens: int | None = None
-
-
-class Feedback(_Strict):
-    source: str = "user"
-    name: str = "thumbs"
-    value: float | str | None = None
-    comment: str | None = None
-    at: Any = None  # a time: checked by _times
-
-
-class Error(_Strict):
-    type: str
-    message: str | None = None
-
-
-class ToolExecution(_Strict):
-    tool_call_id: str
-    name: str | None = None
-    arguments: Any = None
-    result: Any = None
-    is_error: bool = False
-    started_at: Any = None  # a time
-    ended_at: Any = None  # a time
-
-
-class Response(msgspec.Struct):
-    """Unknown keys allowed (pydantic ``extra="allow"``): ``response_dump`` keeps them."""
-
-    id: str | None = None
-    model: str | None = None
-    role: str | None = "assistant"
-    content: list[dict[str, Any]] = msgspec.field(default_factory=list)
-    stop_reason: str | None = None
-    stop_sequence: str | None = None
-    usage: dict[str, Any] | None = None
-    model_extra: dict[str, Any] | None = None  # not a response key: set by fast_validate
-
-
-class FrozenCall(msgspec.Struct):
-    """``frozen_call.FrozenCallV1`` as msgspec checks it; ``model_extra`` is set by ``fast_validate``."""
-
-    trace_id: Annotated[str, msgspec.Meta(min_length=1)]
-    model: ModelRef
-    occurred_at: Any  # a time, required
-    format: Literal["tracelake.frozen_call"] = "tracelake.frozen_call"
-    version: Literal[1] = 1
-    span_id: str | None = None
-    parent_span_id: str | None = None
-    session_id: str | None = None
-    conversation_id: str | None = None
-    user_id: str | None = None
-    captured_at: Any = None  # a time
-    ended_at: Any = None  # a time
-    first_token_at: Any = None  # a time
-    service: str | None = None
-    environment: str | None = None
-    service_sha: str | None = None
-    tags: list[str] | None = None
-    segment: dict[str, str] | None = None
-    prompt: PromptRef | None = None
-    sampling: Sampling | None = None
-    request: dict[str, Any] | None = None
-    rendered_request_sha256: Annotated[str, msgspec.Meta(pattern=_SHA256_HEX)] | None = None
-    rendered_request_path: str | None = None
-    block_tokens: dict[str, int] | None = None
-    retrieval: Retrieval | None = None
-    tool_executions: list[ToolExecution] | None = None
-    response: Response | None = None
-    output_text: str | None = None
-    finish_reason: str | None = None
-    usage: Usage | None = None
-    latency_ms: float | None = None
-    cost_usd: float | None = None
-    feedback: list[Feedback] | Feedback | None = None
-    eval_score: float | None = None
-    error: Error | None = None
-    escalated: bool = False
-    guardrail_hit: bool = False
-    flags: list[str] | None = None
-    previous_response_id: str | None = None
-    content_captured: bool | None = None
-    truncated: bool = False
-    model_extra: dict[str, Any] | None = None  # not a document key (see FIELDS)
+STRUCTS = _structs()
+PromptRef = STRUCTS[frozen_call.PromptRef]
+ModelRef = STRUCTS[frozen_call.ModelRef]
+Sampling = STRUCTS[frozen_call.Sampling]
+Retrieval = STRUCTS[frozen_call.Retrieval]
+Usage = STRUCTS[frozen_call.Usage]
+Feedback = STRUCTS[frozen_call.Feedback]
+Error = STRUCTS[frozen_call.Error]
+ToolExecution = STRUCTS[frozen_call.ToolExecution]
+Response = STRUCTS[frozen_call.Response]
+FrozenCall = STRUCTS[frozen_call.FrozenCallV1]
 
 
 # the document's keys: everything else is an extra
@@ -231,10 +207,3 @@ def response_dump(response: Response) -> dict[str, Any]:
     out = {k: getattr(response, k) for k in Response.__struct_fields__[:-1]}
     out.update(response.model_extra or {})
     return {k: v for k, v in out.items() if v is not None}
-
-
-def fields_of(model: Any) -> dict[str, Any]:
-    """A plain nested model's fields as a dict (``dict(model)`` for pydantic)."""
-    if isinstance(model, msgspec.Struct):
-        return msgspec.structs.asdict(model)
-    return dict(model)
