@@ -42,14 +42,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dagster as dg  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from deltalake import DeltaTable, WriterProperties, write_deltalake  # noqa: E402
+from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.resources.object_store import decompress  # noqa: E402
-from pipelines.resources.warehouse import WRITER_PROPERTIES  # noqa: E402
+from pipelines.resources.warehouse import writer_properties  # noqa: E402
 from pipelines.settings import Settings  # noqa: E402
 
 DAY = date(2026, 11, 29)
@@ -58,20 +58,8 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "WARNING"}}}}
 OUT = Path(__file__).parent / "out" / "storage"
 # the warehouse's column properties, under each codec
 CODECS = {
-    "snappy": WriterProperties(
-        compression="SNAPPY",
-        default_column_properties=WRITER_PROPERTIES.default_column_properties,
-        column_properties=WRITER_PROPERTIES.column_properties,
-    ),
-    **{
-        f"zstd({level})": WriterProperties(
-            compression="ZSTD",
-            compression_level=level,
-            default_column_properties=WRITER_PROPERTIES.default_column_properties,
-            column_properties=WRITER_PROPERTIES.column_properties,
-        )
-        for level in (1, 3, 6, 9)
-    },
+    "snappy": writer_properties("SNAPPY", None),
+    **{f"zstd({level})": writer_properties(level=level) for level in (1, 3, 6, 9)},
 }
 
 

@@ -55,10 +55,9 @@ class TableWrite:
 
     def merge_into(self, warehouse: Any) -> Any:
         """This write, through ``warehouse`` (a ``Warehouse``): its ``MergeResult``."""
-        extra = {} if self.call_rows is None else {"call_rows": self.call_rows}
         return warehouse.merge(
             self.table, self.rows, partitions=self.partitions, replace=self.replace,
-            append_when_empty=self.append_when_empty, **extra,
+            append_when_empty=self.append_when_empty, call_rows=self.call_rows,
         )  # fmt: skip
 
 

@@ -127,29 +127,30 @@ def _exponent_number(data: bytes, marker: bytes) -> bool:
     return False
 
 
-def canonical_bytes(value: Any) -> bytes:
-    """The canonical JSON bytes of ``value`` (None dropped from objects at every depth)."""
+def _canonical(value: Any) -> tuple[bytes, Any]:
+    """(the canonical JSON bytes of ``value``, the None-free value they are orjson's
+    bytes of, or None where the spec's serializer wrote them)."""
     data = _fast(value)
     if data is not None:
-        return data
+        return data, value
     clean = drop_none(value)
     data = _fast(clean)
-    return data if data is not None else spec_dumps(clean).encode("utf-8")
+    if data is not None:
+        return data, clean
+    return spec_dumps(clean).encode("utf-8"), None
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The canonical JSON bytes of ``value`` (None dropped from objects at every depth)."""
+    return _canonical(value)[0]
 
 
 def canonical_request(value: Any) -> tuple[str, Any]:
     """(``canonical_json(value)``, the None-free value those bytes are orjson's
     of, as they are, or None where the spec's serializer wrote them): a caller
     that kept it can take its blocks from it instead of parsing the text back."""
-    data = _fast(value)
-    if data is not None:
-        return data.decode("utf-8"), value
-    clean = drop_none(value)
-    data = _fast(clean)
-    if data is not None:
-        return data.decode("utf-8"), clean
-    # through UTF-8 as canonical_json's bytes go: a lone surrogate raises here as it does there
-    return spec_dumps(clean).encode("utf-8").decode("utf-8"), None
+    data, plain = _canonical(value)
+    return data.decode("utf-8"), plain
 
 
 def canonical_json(value: Any) -> str:

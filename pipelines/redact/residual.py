@@ -77,8 +77,8 @@ GATE_MEMO_LIMIT = 200_000
 IDENTIFIER_CHUNK = 2_000  # rows whose identifier strings are judged together
 # What some pattern of the scan needs in a text, as substring tests and two short
 # searches (``may_match``): most distinct lines of a redacted table have none of them
-_KEY_LITERALS = ("sk-", "AKIA", "ASIA", "ABIA", "ACCA", "github_pat_", "xox", "AIza", "_live_", "_test_", "eyJ",
-                 "PRIVATE KEY")  # fmt: skip
+# ("gh" alone is too common a substring: _GITHUB below searches for its tokens' prefix)
+_KEY_LITERALS = tuple(hint for hint in _API_KEY_HINTS if hint != "gh")
 _GITHUB = regex.compile(r"gh[pousr]_")
 _CNPJ_SHAPE = regex.compile(r"[0-9A-Z]{2}\.[0-9A-Z]{3}\.[0-9A-Z]{3}/[0-9A-Z]{4}-")
 # a CPF, a plain CNPJ, a card (4-4-4..., 4-6-4/5 or 12+ digits; a negative one too), as the patterns write them

@@ -73,26 +73,28 @@ COLUMN_PROPERTIES = {
     },
     **UNIQUE_COLUMNS,
 }
+
+
+def writer_properties(compression: str = "ZSTD", level: int | None = 3) -> WriterProperties:
+    """The column properties every tracelake file has, under a codec and level."""
+    return WriterProperties(
+        compression=compression,
+        compression_level=level,
+        default_column_properties=ColumnProperties(statistics_enabled="NONE"),
+        column_properties=COLUMN_PROPERTIES,
+    )
+
+
 # Every Parquet file tracelake writes. Most stored bytes are hex ids and digests (~4 bits of
 # entropy per character), which snappy cannot shrink and zstd's entropy coder halves; level 3
 # (zstd's default) is within a few percent of 6 and 9 at a fraction of their write time
 # (bench/storage.py --codecs prints the comparison).
-WRITER_PROPERTIES = WriterProperties(
-    compression="ZSTD",
-    compression_level=3,
-    default_column_properties=ColumnProperties(statistics_enabled="NONE"),
-    column_properties=COLUMN_PROPERTIES,
-)
+WRITER_PROPERTIES = writer_properties()
 # Files that compaction writes, off the ingest path: level 6 stores `calls` in 6% fewer bytes
 # than level 3 (358 -> 338 a call on bench/storage.py's day) for a third more CPU in the write
 # (0.95 -> 1.26 CPU-s for that day's `calls`), which the ingest path does not pay; level 9 is
 # no smaller than 6 (bench/storage.py --codecs).
-COMPACTED_PROPERTIES = WriterProperties(
-    compression="ZSTD",
-    compression_level=6,
-    default_column_properties=ColumnProperties(statistics_enabled="NONE"),
-    column_properties=COLUMN_PROPERTIES,
-)
+COMPACTED_PROPERTIES = writer_properties(level=6)
 
 
 def is_transient(error: BaseException) -> bool:
