@@ -51,7 +51,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.record.schema import CALLS, SPANS
+from pipelines.record.schema import CALLS, PARTITIONS, SPANS
 
 # Hex digits of record_sha256 kept outside `calls`. A merge compares a row only with the
 # stored row of the same key, so what matters is the chance that a row that did change
@@ -105,6 +105,13 @@ def to_stored(
         data = rot_checks_to_stored(data, calls)
     elif name in FROM_CALL:
         data = without_call_values(name, data, calls)
+    if name in FROM_CALL:
+        # which prefixes are unique: among the day's stored calls, and this run's not yet stored
+        day_calls = [stored_scan("calls") if stored_scan is not None else None]
+        if call_rows is not None:
+            day_calls.append(pl.from_arrow(call_rows.select(["call_id", "occurred_date"])).lazy())
+        existing = stored_scan(name) if stored_scan is not None else None
+        data = short_call_ids(name, data, [c for c in day_calls if c is not None], existing)
     names = data.schema.names
     if name == "calls":
         computed, recorded = data["request_sha256"], data["rendered_request_sha256"]
@@ -210,9 +217,16 @@ def _call_types() -> dict[str, pl.DataType]:
     return {k: types[k] for k in SPAN_SOURCE}
 
 
-def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.LazyFrame | None]) -> pl.LazyFrame:
+def from_stored(
+    name: str,
+    frame: pl.LazyFrame,
+    stored_scan: Callable[[str], pl.LazyFrame | None],
+    keep_stored_call_id: bool = False,
+) -> pl.LazyFrame:
     """The rows of a stored table as the core built them (digests stay short).
-    ``stored_scan`` scans another table as stored (None when it does not exist)."""
+    ``stored_scan`` scans another table as stored (None when it does not exist).
+    ``keep_stored_call_id``: a table of ``short_call_ids`` also has its call id as stored
+    (``STORED_CALL_ID``), which is what a delete by key has to name."""
     if name in LAYOUT_COLUMNS:
         frame = frame.drop(LAYOUT_COLUMNS[name], strict=False)
     if name == "calls":
@@ -221,9 +235,9 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
         calls = stored_scan("calls")
         return span_call_ids(frame) if calls is None else spans_with_calls(frame, calls)
     if name == "rot_checks":
-        return rot_checks_with_calls(frame, stored_scan("calls"))
+        return rot_checks_with_calls(frame, stored_scan("calls"), keep_stored_call_id)
     if name in FROM_CALL:
-        return with_call_values(name, frame, stored_scan("calls"))
+        return with_call_values(name, frame, stored_scan("calls"), keep_stored_call_id)
     return frame
 
 
@@ -302,11 +316,16 @@ def without_call_values(name: str, data: pa.Table, calls: pl.LazyFrame | None) -
     return data
 
 
-def with_call_values(name: str, frame: pl.LazyFrame, calls: pl.LazyFrame | None) -> pl.LazyFrame:
+def with_call_values(
+    name: str, frame: pl.LazyFrame, calls: pl.LazyFrame | None, keep_stored: bool = False
+) -> pl.LazyFrame:
     """Stored rows of ``name`` with what storage left out taken from their call in ``calls``
-    (as stored; None: no `calls` table, nothing to take)."""
+    (as stored; None: no `calls` table, nothing to take): the call id in full
+    (``resolved_call_ids``; ``keep_stored`` keeps the stored one beside it) and the values
+    copied from the call."""
     if calls is None:
-        return frame
+        return frame.with_columns(pl.col("call_id").alias(STORED_CALL_ID)) if keep_stored else frame
+    frame = resolved_call_ids(frame, calls, keep_stored)
     copies = FROM_CALL[name]
     names = frame.collect_schema().names()
     joined = frame.join(_call_values(copies, calls, []), on=list(copies.keys), how="left", maintain_order="left")
@@ -314,6 +333,109 @@ def with_call_values(name: str, frame: pl.LazyFrame, calls: pl.LazyFrame | None)
         pl.coalesce(pl.col(column), pl.col(f"{call_column}__call")).alias(column)
         for column, call_column in copies.columns
     ).select(names)
+
+
+# Hex digits of `call_id` that `retention`, `rot_checks` and `redaction_audit` store where
+# they name their call unambiguously (``short_call_ids``): 64 bits. A prefix is stored only
+# where it is the prefix of that call alone among its day's calls when the row is written;
+# reading finds the call by (occurred_date, prefix). What can still go wrong is a call that
+# arrives later with the same 64-bit prefix on the same day, before the row's call is
+# deleted or not: with n calls a day that is about n^2 / 2^65 pairs a day (10M calls a day:
+# one in ~370,000 days); the row then reads its prefix as its call id instead of a
+# wrong call (``resolved_call_ids``). 12 digits would save ~2.5 bytes a row more, but at 10M
+# calls a day would collide most weeks.
+SHORT_CALL_ID_CHARS = 16
+
+
+def short_call_ids(name: str, data: pa.Table, calls: Sequence[pl.LazyFrame], existing: pl.LazyFrame | None) -> pa.Table:
+    """``data`` of ``name`` with each ``call_id`` stored as its first ``SHORT_CALL_ID_CHARS``
+    digits where that names the call alone: the call is in ``calls`` (as stored, and rows not
+    yet stored) on the row's occurred_date and no other call of that day begins with the
+    same digits, and ``existing`` (the table as stored) holds no row of the call with its
+    id in full. A row whose call is not in ``calls`` keeps its id in full, unless the table
+    already holds it by its prefix (the call was deleted since): a merge then finds it."""
+    if data.num_rows == 0 or not calls:
+        return data
+    chars = SHORT_CALL_ID_CHARS
+    rows = pl.from_arrow(data.select(["call_id", "occurred_date"])).with_columns(
+        prefix=pl.col("call_id").str.slice(0, chars)
+    )
+    days = rows["occurred_date"].drop_nulls().unique().implode()
+    prefixes = rows["prefix"].unique().implode()
+    day_calls = (
+        pl.concat([c.select("occurred_date", "call_id") for c in calls], how="vertical_relaxed")
+        .filter(pl.col("occurred_date").is_in(days) & pl.col("call_id").str.slice(0, chars).is_in(prefixes))
+        .unique()
+        .with_columns(prefix=pl.col("call_id").str.slice(0, chars))
+        .collect()
+    )
+    stored_keys = pl.DataFrame(schema={"occurred_date": pl.Date, "call_id": pl.String})
+    if existing is not None:
+        partition = PARTITIONS[name][0]
+        merged_into = pc.unique(data[partition]).drop_null().to_pylist()
+        stored_keys = (
+            existing.filter(pl.col(partition).is_in(merged_into))
+            .select("occurred_date", "call_id")
+            .filter(pl.col("call_id").is_in(pl.concat([rows["call_id"], rows["prefix"]]).unique().implode()))
+            .unique()
+            .collect()
+        )
+    key = ["occurred_date", "prefix"]
+    per_prefix = day_calls.group_by(key).agg(calls_with_prefix=pl.len())
+    in_calls = day_calls.select("occurred_date", "call_id", in_calls=pl.lit(True))
+    stored_full = stored_keys.select("occurred_date", "call_id", stored_full=pl.lit(True))
+    stored_short = stored_keys.select("occurred_date", prefix="call_id", stored_short=pl.lit(True))
+    ids_in_batch = rows.unique().group_by(key).agg(ids_in_batch=pl.len())
+    decided = (
+        rows.join(per_prefix, on=key, how="left", maintain_order="left")
+        .join(in_calls, on=["occurred_date", "call_id"], how="left", maintain_order="left")
+        .join(stored_full, on=["occurred_date", "call_id"], how="left", maintain_order="left")
+        .join(stored_short, on=key, how="left", maintain_order="left")
+        .join(ids_in_batch, on=key, how="left", maintain_order="left")
+        .with_columns(pl.col("in_calls", "stored_full", "stored_short").fill_null(False))
+        .select(
+            pl.when(
+                ~pl.col("stored_full")
+                & (pl.col("calls_with_prefix").fill_null(0) - pl.col("in_calls").cast(pl.Int64) == 0)
+                & (pl.col("ids_in_batch") == 1)
+                & (pl.col("in_calls") | pl.col("stored_short"))
+            )
+            .then(pl.col("prefix"))
+            .otherwise(pl.col("call_id"))
+        )
+        .to_series()
+    )
+    names = data.schema.names
+    return data.set_column(
+        names.index("call_id"), "call_id", decided.to_arrow().cast(data.schema.field("call_id").type)
+    )
+
+
+# the column ``resolved_call_ids`` keeps the stored call id in when asked (the erasure deletes by it)
+STORED_CALL_ID = "stored_call_id"
+
+
+def resolved_call_ids(frame: pl.LazyFrame, calls: pl.LazyFrame, keep_stored: bool = False) -> pl.LazyFrame:
+    """Stored rows of a table of ``short_call_ids`` with each call id in full: a prefix is
+    replaced by the id of the one call of the row's day that begins with it. A prefix that
+    no call or several calls of the day begin with (the call was deleted since, or a later
+    call collides) stays as stored. With ``keep_stored`` the stored value is kept beside,
+    as ``STORED_CALL_ID``."""
+    chars = SHORT_CALL_ID_CHARS
+    owners = (
+        calls.select("occurred_date", "call_id")
+        .filter(pl.col("call_id").str.len_chars() > chars)
+        .with_columns(prefix=pl.col("call_id").str.slice(0, chars))
+        .unique(subset=["occurred_date", "prefix"], keep="none")
+        .select("occurred_date", pl.col("prefix").alias("call_id"), pl.col("call_id").alias("__full_call_id"))
+    )
+    names = frame.collect_schema().names()
+    stored = [pl.col("call_id").alias(STORED_CALL_ID)] if keep_stored else []
+    return (
+        frame.join(owners, on=["occurred_date", "call_id"], how="left", maintain_order="left")
+        .with_columns(*stored, pl.coalesce("__full_call_id", "call_id").alias("call_id"))
+        .select(*names, *([STORED_CALL_ID] if keep_stored else []))
+    )
 
 
 def rot_checks_to_stored(data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table:
@@ -330,10 +452,11 @@ def rot_checks_to_stored(data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table
     return without_call_values("rot_checks", data, calls)
 
 
-def rot_checks_with_calls(checks: pl.LazyFrame, calls: pl.LazyFrame | None) -> pl.LazyFrame:
-    """Stored ``rot_checks`` as the check wrote them: the call's values from ``calls``
-    where storage left them out, and the re-rendered hash where it equals the recorded one."""
-    checks = with_call_values("rot_checks", checks, calls)
+def rot_checks_with_calls(checks: pl.LazyFrame, calls: pl.LazyFrame | None, keep_stored: bool = False) -> pl.LazyFrame:
+    """Stored ``rot_checks`` as the check wrote them: the call id in full, the call's values
+    from ``calls`` where storage left them out, and the re-rendered hash where it equals the
+    recorded one (``keep_stored``: see ``with_call_values``)."""
+    checks = with_call_values("rot_checks", checks, calls, keep_stored)
     rerendered = pl.col("rerendered_sha256")
     return checks.with_columns(
         pl.when(rerendered.is_null())

@@ -335,13 +335,15 @@ class Warehouse(dg.ConfigurableResource):
         table = self.table(name)
         return None if table is None else table.version()
 
-    def scan(self, name: str) -> pl.LazyFrame:
+    def scan(self, name: str, *, keep_stored_call_id: bool = False) -> pl.LazyFrame:
         """A lazy polars frame over the table, with the columns storage leaves
-        out filled in; an empty frame of the right schema when the table does not exist yet."""
+        out filled in; an empty frame of the right schema when the table does not exist yet.
+        ``keep_stored_call_id``: also the call id as the files hold it (record/stored.py
+        ``STORED_CALL_ID``), for a delete by key."""
         table = self.table(name)
         stored = pl.from_arrow(TABLES[name].empty_table()).lazy() if table is None else pl.scan_delta(table)
         # as the core built the rows: what storage leaves out comes back (record/stored.py)
-        return from_stored(name, stored, self._scan_stored)
+        return from_stored(name, stored, self._scan_stored, keep_stored_call_id)
 
     def _scan_stored(self, name: str) -> pl.LazyFrame | None:
         table = self.table(name)

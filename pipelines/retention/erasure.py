@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from pipelines.record.schema import TABLES
-from pipelines.record.stored import FROM_CALL
+from pipelines.record.stored import FROM_CALL, STORED_CALL_ID
 from pipelines.redact.identifiers import stored_id
 from pipelines.redact.keys import KeyRing
 
@@ -109,8 +109,8 @@ def _predicates(columns: list[str], user_id: str, links: dict[str, set[str]]) ->
             yield " OR ".join(f"{name} IN ({chunk})" for name in stored_as)
 
 
-# Tables whose files leave out the trace id their call says (record/stored.py), with the
-# column their rows are deleted by
+# Tables whose files leave out the trace id their call says and may name it by a prefix of
+# its id (record/stored.py), with the column their rows are deleted by
 STORED_APART = dict.fromkeys(FROM_CALL, "call_id")
 
 
@@ -125,8 +125,11 @@ def _delete_predicates(warehouse: Warehouse, name: str, user_id: str, links: dic
     if name not in STORED_APART:
         return list(_predicates(columns, user_id, links))
     key = STORED_APART[name]
-    matched = warehouse.scan(name).filter(pl.any_horizontal(list(_matching(columns, user_id, links))))
-    ids = sorted(matched.select(pl.col(key).unique()).collect()[key].drop_nulls().to_list())
+    # by the call id as stored: a prefix where it names the call alone (record/stored.py short_call_ids)
+    matched = warehouse.scan(name, keep_stored_call_id=True).filter(
+        pl.any_horizontal(list(_matching(columns, user_id, links)))
+    )
+    ids = sorted(matched.select(pl.col(STORED_CALL_ID).unique()).collect()[STORED_CALL_ID].drop_nulls().to_list())
     return [f"{key} IN ({', '.join(_quoted(v) for v in ids[i : i + CHUNK])})" for i in range(0, len(ids), CHUNK)]
 
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 from pipelines.ingest_plan import TableWrite
 from pipelines.record import canonical, stored
 from pipelines.record.rows import span_for_call
-from pipelines.record.stored import CHANGE_DIGEST_CHARS, SAME_AS_SPAN_KEY, with_call_values
+from pipelines.record.stored import CHANGE_DIGEST_CHARS, SAME_AS_SPAN_KEY, SHORT_CALL_ID_CHARS, with_call_values
 from pipelines.resources.warehouse import Warehouse, to_arrow
 from pipelines.retention.erasure import forget_user
 from tests.rot.test_stored_checks import _call as call_row
@@ -76,10 +76,12 @@ def test_side_tables_store_no_trace_id_their_call_says_and_read_back_whole(tmp_p
     for name, rows in (("retention", decisions), ("redaction_audit", audit)):
         warehouse.merge(name, rows, partitions=[DAY])
         files = {r["call_id"]: r for r in pl.read_delta(warehouse.table_uri(name)).to_dicts()}
+        # a row of a call in `calls` names it by the first digits of its id; any other keeps it whole
         for call in calls:
-            assert files[call["call_id"]]["trace_id"] is None, name
+            assert files[call["call_id"][:SHORT_CALL_ID_CHARS]]["trace_id"] is None, name
         kept = [r for r in rows if r["call_id"] not in {c["call_id"] for c in calls}]
         assert kept and all(files[r["call_id"]]["trace_id"] == r["trace_id"] for r in kept)
+        assert len(files) == len(rows)
         assert all(len(r["record_sha256"]) == CHANGE_DIGEST_CHARS for r in files.values())
 
         want = pl.DataFrame([_short(r) for r in rows]).select(pl.col("call_id"), pl.col("trace_id"), "record_sha256")
@@ -194,7 +196,8 @@ def test_ingest_leaves_out_audit_trace_ids_against_the_calls_it_wrote(tmp_path):
     assert write.merge_into(warehouse).inserted == 2
 
     files = {r["call_id"]: r["trace_id"] for r in pl.read_delta(warehouse.table_uri("redaction_audit")).to_dicts()}
-    assert files == {ours["call_id"]: None, theirs["call_id"]: "trace-b"}
+    # both calls are stored: both rows name their call by a prefix
+    assert files == {ours["call_id"][:SHORT_CALL_ID_CHARS]: None, theirs["call_id"][:SHORT_CALL_ID_CHARS]: "trace-b"}
     read = {r["call_id"]: r["trace_id"] for r in warehouse.read("redaction_audit").to_dicts()}
     assert read == {ours["call_id"]: "trace-a", theirs["call_id"]: "trace-b"}
     assert not write.merge_into(warehouse).committed
