@@ -25,8 +25,13 @@ query engine reading the Delta files directly sees the stored form; the README's
   ``rendered_request_sha256`` / ``trace_id`` in ``calls`` when the check is written
   (the check copies them from the call), and no ``rerendered_sha256`` that equals
   ``recorded_sha256`` (a verified call): null then means "the same as recorded", and
-  a check that re-rendered nothing stores ``""`` (``NOT_RERENDERED``).
+  a check that re-rendered nothing stores ``""`` (``NOT_RERENDERED``); one that differs
+  keeps its first 16 digits (``RERENDERED_DIGEST_CHARS``), read back so.
   ``rot_checks_with_calls`` reads them back.
+- ``retention``, ``rot_checks`` and ``redaction_audit`` name their call by the first 16
+  digits of its id where no other call of the row's day begins with them when the row is
+  written (``short_call_ids``), and in full otherwise; reading puts the full id back
+  (``resolved_call_ids``, through ``with_call_values``).
 - ``retention`` and ``redaction_audit`` store no ``trace_id`` that equals their call's
   in ``calls`` (same call_id and occurred_date) when the row is written; a row whose
   call is not in ``calls`` (a span's audit row, a call not ingested) keeps it.
@@ -438,6 +443,12 @@ def resolved_call_ids(frame: pl.LazyFrame, calls: pl.LazyFrame, keep_stored: boo
     )
 
 
+# Hex digits kept of a `rot_checks.rerendered_sha256` that differs from the recorded hash (a
+# rotted or impure call's; an equal one is not stored at all): nothing compares it again, it
+# tells a reader that today's render hashed to other bytes, and which render (64 bits).
+RERENDERED_DIGEST_CHARS = 16
+
+
 def rot_checks_to_stored(data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table:
     """``rot_checks`` rows as stored (see the module docstring); ``calls`` as stored, or None."""
     if data.num_rows == 0:
@@ -445,8 +456,10 @@ def rot_checks_to_stored(data: pa.Table, calls: pl.LazyFrame | None) -> pa.Table
     names = data.schema.names
     recorded, rerendered = data["recorded_sha256"], data["rerendered_sha256"]
     same = pc.fill_null(pc.equal(rerendered, recorded), False)
+    # a re-rendered hash that differs says that today's render is other bytes: its first digits say so
+    differing = pc.utf8_slice_codeunits(rerendered, 0, RERENDERED_DIGEST_CHARS)
     stored = pc.if_else(
-        same, pa.scalar(None, rerendered.type), pc.fill_null(rerendered, pa.scalar(NOT_RERENDERED, rerendered.type))
+        same, pa.scalar(None, rerendered.type), pc.fill_null(differing, pa.scalar(NOT_RERENDERED, rerendered.type))
     )
     data = data.set_column(names.index("rerendered_sha256"), "rerendered_sha256", stored)
     return without_call_values("rot_checks", data, calls)

@@ -13,7 +13,7 @@ from pipelines.debug.tables import latest_rot_check
 from pipelines.query import run_query
 from pipelines.record import canonical
 from pipelines.record.rows import finalize_call, new_call
-from pipelines.record.stored import NOT_RERENDERED, SHORT_CALL_ID_CHARS, rot_checks_with_calls
+from pipelines.record.stored import NOT_RERENDERED, RERENDERED_DIGEST_CHARS, SHORT_CALL_ID_CHARS, rot_checks_with_calls
 from pipelines.resources.warehouse import Warehouse
 from pipelines.rot.check import RotCheck
 from pipelines.rot.ingredients import Ingredients
@@ -94,19 +94,24 @@ def test_rot_checks_store_what_calls_do_not_say_and_read_back_whole(tmp_path):
     assert stored[key(verified)]["rerendered_sha256"] is None
     assert stored[key(impure)]["rerendered_sha256"] is None
     assert stored[key(unverifiable)]["rerendered_sha256"] == NOT_RERENDERED
-    assert stored[key(rotted)]["rerendered_sha256"] == "ab" * 32
+    # a re-rendered hash other than the recorded one keeps its first digits
+    assert stored[key(rotted)]["rerendered_sha256"] == ("ab" * 32)[:RERENDERED_DIGEST_CHARS]
     assert stored[key(orphan)]["recorded_sha256"] == orphan["rendered_request_sha256"]
     assert stored[key(orphan)]["trace_id"] == orphan["trace_id"]
     changed = stored[key(rotted, LATER)]
     assert (changed["recorded_sha256"], changed["trace_id"]) == ("01" * 32, "t-x")
 
-    # through the warehouse, every column is what the check built
+    # through the warehouse, every column is what the check built (digests that only say
+    # "changed" or "other bytes" by their first digits)
+    short = ("record_sha256", "rerendered_sha256")
     for row in warehouse.read("rot_checks").to_dicts():
         want = built[(row["call_id"], row["checked_at"])]
-        assert {k: v for k, v in row.items() if k != "record_sha256"} == {
-            k: v for k, v in want.items() if k != "record_sha256"
-        }
+        assert {k: v for k, v in row.items() if k not in short} == {k: v for k, v in want.items() if k not in short}
         assert want["record_sha256"].startswith(row["record_sha256"])
+        assert (want["rerendered_sha256"] or "").startswith(row["rerendered_sha256"] or "")
+        assert (row["rerendered_sha256"] == want["recorded_sha256"]) == (
+            want["rerendered_sha256"] == want["recorded_sha256"]
+        )
     # and so for a query engine reading the Delta files with the calls table beside them
     direct = rot_checks_with_calls(
         pl.scan_delta(warehouse.table_uri("rot_checks")), pl.scan_delta(warehouse.table_uri("calls"))
