@@ -17,6 +17,9 @@ query engine reading the Delta files directly sees the stored form; the README's
   attributes) is stored as it is.
 - ``spans.call_id`` equal to the span's ``span_key`` (a call's llm span, stored because
   it says more) is stored as ``SAME_AS_SPAN_KEY``; ``span_call_ids`` reads it back.
+- ``spans.span_key`` (sha256 of "source_format|trace_id|span_id") is stored as null where
+  it is that; ``span_call_ids`` derives it again and a merge finds a stored span by those
+  three columns (``key_predicate``).
 - ``calls`` and ``spans`` store one column the row does not have: ``occurred_hour``,
   the UTC hour of ``occurred_at``, their second partition column (``schema.PARTITIONS``).
   A call's hour never changes, so a merge can look for it in its hour's files only
@@ -56,7 +59,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipelines.record.schema import CALLS, PARTITIONS, SPANS
+from pipelines.record.canonical import call_id as key_of
+from pipelines.record.schema import CALLS, KEYS, PARTITIONS, SPANS
 
 # Hex digits of record_sha256 kept outside `calls`. A merge compares a row only with the
 # stored row of the same key, so what matters is the chance that a row that did change
@@ -125,16 +129,53 @@ def to_stored(
         stored = pc.if_else(same, pa.scalar(None, computed.type), computed)
         data = data.set_column(names.index("request_sha256"), "request_sha256", stored)
     if name == "spans":
-        call_id = data["call_id"]
-        same = pc.fill_null(pc.equal(call_id, data["span_key"]), False)
+        call_id, span_key = data["call_id"], data["span_key"]
+        same = pc.fill_null(pc.equal(call_id, span_key), False)
         kept = pc.if_else(same, pa.scalar(SAME_AS_SPAN_KEY, call_id.type), call_id)
         data = data.set_column(names.index("call_id"), "call_id", kept)
+        derived = pa.array(_span_keys(*(data[c].to_pylist() for c in SPAN_KEY_OF)), span_key.type)
+        derivable = pc.fill_null(pc.equal(span_key, derived), False)
+        data = data.set_column(
+            names.index("span_key"), "span_key", pc.if_else(derivable, pa.scalar(None, span_key.type), span_key)
+        )
     if "record_sha256" in names and name not in FULL_RECORD_DIGEST:
         digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
         data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
     if name in ROW_ORDER and data.num_rows > 1:
         data = data.sort_by([(column, "ascending") for column in ROW_ORDER[name]])
     return with_layout(name, data)
+
+
+# `spans.span_key` is sha256 of "source_format|trace_id|span_id" (record/rows.py, DESIGN.md)
+# and is not stored where it is that (null): reading derives it again (``span_call_ids``).
+# A merge finds a stored span by these columns instead (``key_predicate``).
+SPAN_KEY_OF = ("source_format", "trace_id", "span_id")
+
+
+def _span_keys(formats: list, trace_ids: list, span_ids: list) -> list[str | None]:
+    return [
+        key_of(f, t, s) if f is not None and t is not None and s is not None else None
+        for f, t, s in zip(formats, trace_ids, span_ids, strict=True)
+    ]
+
+
+def derived_span_key() -> pl.Expr:
+    """The ``span_key`` a span's row says by its source format, trace id and span id."""
+    return pl.struct(SPAN_KEY_OF).map_batches(
+        lambda rows: pl.Series(_span_keys(*(rows.struct.field(c).to_list() for c in SPAN_KEY_OF)), dtype=pl.String),
+        return_dtype=pl.String,
+        is_elementwise=True,
+    )
+
+
+def key_predicate(name: str) -> str:
+    """The SQL predicate by which a merge finds the stored row (``t``) of a new one (``s``):
+    the table's key, or for `spans` the columns its key is derived from (a stored key, from
+    a span whose key is not derived or a table written before, must then be the same)."""
+    if name != "spans":
+        return " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
+    same_source = " AND ".join(f"t.{k} = s.{k}" for k in SPAN_KEY_OF)
+    return f"{same_source} AND (t.span_key IS NULL OR s.span_key IS NULL OR t.span_key = s.span_key)"
 
 
 def change_digest(name: str, alias: str) -> str:
@@ -252,8 +293,10 @@ SAME_AS_SPAN_KEY = "="
 
 
 def span_call_ids(spans: pl.LazyFrame) -> pl.LazyFrame:
-    """Stored ``spans`` with the ``call_id`` that storage wrote as ``SAME_AS_SPAN_KEY``."""
+    """Stored ``spans`` with the ``span_key`` storage left out (``derived_span_key``) and the
+    ``call_id`` it wrote as ``SAME_AS_SPAN_KEY``."""
     call_id = pl.col("call_id")
+    spans = spans.with_columns(pl.coalesce(pl.col("span_key"), derived_span_key()).alias("span_key"))
     return spans.with_columns(
         pl.when(call_id == SAME_AS_SPAN_KEY).then(pl.col("span_key")).otherwise(call_id).alias("call_id")
     )

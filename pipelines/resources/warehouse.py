@@ -30,8 +30,16 @@ from deltalake.table import TableMerger
 from pydantic import Field
 
 from pipelines.record.rows import ARROW_ERRORS, misfits
-from pipelines.record.schema import KEYS, PARTITIONS, TABLES
-from pipelines.record.stored import HOUR, LAYOUT_COLUMNS, change_digest, from_stored, to_stored, with_layout
+from pipelines.record.schema import PARTITIONS, TABLES
+from pipelines.record.stored import (
+    HOUR,
+    LAYOUT_COLUMNS,
+    change_digest,
+    from_stored,
+    key_predicate,
+    to_stored,
+    with_layout,
+)
 from pipelines.resources.object_store import read_again
 
 log = logging.getLogger(__name__)
@@ -468,7 +476,7 @@ class Warehouse(dg.ConfigurableResource):
             if partitions and not table.file_uris(file_pruning_predicate=where):
                 # nothing to match in those partitions: an append writes the same rows without the join
                 return self._append(name, table, data, txn)
-        predicate = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name]) + narrowing(table, data, partitions)
+        predicate = key_predicate(name) + narrowing(table, data, partitions)
         before = table.version()
         merger = _merger(table, data, predicate, commit_properties=_commit_properties(txn))
         if "record_sha256" in data.schema.names:
@@ -544,7 +552,7 @@ class Warehouse(dg.ConfigurableResource):
         if data.num_rows == 0:
             return MergeResult(name, self.version(name), 0)
         partitions = None if partitions is None else list(partitions)  # used again on every attempt
-        keys = " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
+        keys = key_predicate(name)
         guard = f"{change_digest(name, 't')} = s.record_sha256" if "record_sha256" in data.schema.names else None
 
         def once(table: DeltaTable) -> MergeResult:
