@@ -109,14 +109,14 @@ def to_stored(
         if call_rows is not None:
             calls = pl.from_arrow(call_rows.select(_call_columns(FROM_CALL[name]))).lazy()
         elif stored_scan is not None:
-            calls = stored_scan("calls")
+            calls = calls_with_ids(stored_scan("calls"))
     if name == "rot_checks":
         data = rot_checks_to_stored(data, calls)
     elif name in FROM_CALL:
         data = without_call_values(name, data, calls)
     if name in FROM_CALL:
         # which prefixes are unique: among the day's stored calls, and this run's not yet stored
-        day_calls = [stored_scan("calls") if stored_scan is not None else None]
+        day_calls = [calls_with_ids(stored_scan("calls")) if stored_scan is not None else None]
         if call_rows is not None:
             day_calls.append(pl.from_arrow(call_rows.select(["call_id", "occurred_date"])).lazy())
         existing = stored_scan(name) if stored_scan is not None else None
@@ -133,11 +133,14 @@ def to_stored(
         same = pc.fill_null(pc.equal(call_id, span_key), False)
         kept = pc.if_else(same, pa.scalar(SAME_AS_SPAN_KEY, call_id.type), call_id)
         data = data.set_column(names.index("call_id"), "call_id", kept)
-        derived = pa.array(_span_keys(*(data[c].to_pylist() for c in SPAN_KEY_OF)), span_key.type)
-        derivable = pc.fill_null(pc.equal(span_key, derived), False)
-        data = data.set_column(
-            names.index("span_key"), "span_key", pc.if_else(derivable, pa.scalar(None, span_key.type), span_key)
+    if name in DERIVED_KEY:
+        column = DERIVED_KEY[name]
+        key = data[column]
+        derived = pa.array(
+            _source_keys([None] * data.num_rows, *(data[c].to_pylist() for c in SOURCE_KEY_OF)), key.type
         )
+        derivable = pc.fill_null(pc.equal(key, derived), False)
+        data = data.set_column(names.index(column), column, pc.if_else(derivable, pa.scalar(None, key.type), key))
     if "record_sha256" in names and name not in FULL_RECORD_DIGEST:
         digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
         data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
@@ -146,36 +149,51 @@ def to_stored(
     return with_layout(name, data)
 
 
-# `spans.span_key` is sha256 of "source_format|trace_id|span_id" (record/rows.py, DESIGN.md)
-# and is not stored where it is that (null): reading derives it again (``span_call_ids``).
-# A merge finds a stored span by these columns instead (``key_predicate``).
-SPAN_KEY_OF = ("source_format", "trace_id", "span_id")
+# `calls.call_id` and `spans.span_key` are sha256 of "source_format|trace_id|span_id"
+# (record/rows.py, DESIGN.md) and are not stored where they are that (null): reading derives
+# them again (``derived_key``), and a merge finds a stored row by these columns instead
+# (``key_predicate``). Neither has Parquet statistics, so a filter on one prunes no file either way.
+SOURCE_KEY_OF = ("source_format", "trace_id", "span_id")
+DERIVED_KEY = {"calls": "call_id", "spans": "span_key"}
 
 
-def _span_keys(formats: list, trace_ids: list, span_ids: list) -> list[str | None]:
+def _source_keys(keys: list, formats: list, trace_ids: list, span_ids: list) -> list[str | None]:
     return [
-        key_of(f, t, s) if f is not None and t is not None and s is not None else None
-        for f, t, s in zip(formats, trace_ids, span_ids, strict=True)
+        k if k is not None else key_of(f, t, s) if f is not None and t is not None and s is not None else None
+        for k, f, t, s in zip(keys, formats, trace_ids, span_ids, strict=True)
     ]
 
 
-def derived_span_key() -> pl.Expr:
-    """The ``span_key`` a span's row says by its source format, trace id and span id."""
-    return pl.struct(SPAN_KEY_OF).map_batches(
-        lambda rows: pl.Series(_span_keys(*(rows.struct.field(c).to_list() for c in SPAN_KEY_OF)), dtype=pl.String),
-        return_dtype=pl.String,
-        is_elementwise=True,
+def derived_key(column: str) -> pl.Expr:
+    """``column`` (``DERIVED_KEY``) as stored, or where null the key its row's source format,
+    trace id and span id say."""
+    fields = (column, *SOURCE_KEY_OF)
+    return (
+        pl.struct(fields)
+        .map_batches(
+            lambda rows: pl.Series(_source_keys(*(rows.struct.field(c).to_list() for c in fields)), dtype=pl.String),
+            return_dtype=pl.String,
+            is_elementwise=True,
+        )
+        .alias(column)
     )
+
+
+def calls_with_ids(calls: pl.LazyFrame) -> pl.LazyFrame:
+    """Stored ``calls`` (or rows as built: a no-op there) with every ``call_id``."""
+    return calls.with_columns(derived_key("call_id"))
 
 
 def key_predicate(name: str) -> str:
     """The SQL predicate by which a merge finds the stored row (``t``) of a new one (``s``):
-    the table's key, or for `spans` the columns its key is derived from (a stored key, from
-    a span whose key is not derived or a table written before, must then be the same)."""
-    if name != "spans":
+    the table's key, or for a table of ``DERIVED_KEY`` the columns its key is derived from (a
+    stored key, of a row whose key is not derived or of a table written before, must then be
+    the same)."""
+    if name not in DERIVED_KEY:
         return " AND ".join(f"t.{k} = s.{k}" for k in KEYS[name])
-    same_source = " AND ".join(f"t.{k} = s.{k}" for k in SPAN_KEY_OF)
-    return f"{same_source} AND (t.span_key IS NULL OR s.span_key IS NULL OR t.span_key = s.span_key)"
+    key = DERIVED_KEY[name]
+    same_source = " AND ".join(f"t.{k} = s.{k}" for k in SOURCE_KEY_OF)
+    return f"{same_source} AND (t.{key} IS NULL OR s.{key} IS NULL OR t.{key} = s.{key})"
 
 
 def change_digest(name: str, alias: str) -> str:
@@ -276,7 +294,7 @@ def from_stored(
     if name in LAYOUT_COLUMNS:
         frame = frame.drop(LAYOUT_COLUMNS[name], strict=False)
     if name == "calls":
-        return frame.with_columns(computed_request_sha256())
+        return frame.with_columns(computed_request_sha256(), derived_key("call_id"))
     if name == "spans":
         calls = stored_scan("calls")
         return span_call_ids(frame) if calls is None else spans_with_calls(frame, calls)
@@ -293,10 +311,10 @@ SAME_AS_SPAN_KEY = "="
 
 
 def span_call_ids(spans: pl.LazyFrame) -> pl.LazyFrame:
-    """Stored ``spans`` with the ``span_key`` storage left out (``derived_span_key``) and the
+    """Stored ``spans`` with the ``span_key`` storage left out (``derived_key``) and the
     ``call_id`` it wrote as ``SAME_AS_SPAN_KEY``."""
     call_id = pl.col("call_id")
-    spans = spans.with_columns(pl.coalesce(pl.col("span_key"), derived_span_key()).alias("span_key"))
+    spans = spans.with_columns(derived_key("span_key"))
     return spans.with_columns(
         pl.when(call_id == SAME_AS_SPAN_KEY).then(pl.col("span_key")).otherwise(call_id).alias("call_id")
     )
@@ -305,7 +323,7 @@ def span_call_ids(spans: pl.LazyFrame) -> pl.LazyFrame:
 def spans_with_calls(spans: pl.LazyFrame, calls: pl.LazyFrame) -> pl.LazyFrame:
     """Stored ``spans`` and the llm spans of ``calls`` that are not stored: the `spans` table as ingest built it."""
     spans = span_call_ids(spans.drop(LAYOUT_COLUMNS["spans"], strict=False))
-    built = llm_spans(calls).join(spans.select("span_key"), on="span_key", how="anti")
+    built = llm_spans(calls_with_ids(calls)).join(spans.select("span_key"), on="span_key", how="anti")
     return pl.concat([spans, built.select(spans.collect_schema().names())], how="vertical_relaxed")
 
 
@@ -373,6 +391,7 @@ def with_call_values(
     copied from the call."""
     if calls is None:
         return frame.with_columns(pl.col("call_id").alias(STORED_CALL_ID)) if keep_stored else frame
+    calls = calls_with_ids(calls)
     frame = resolved_call_ids(frame, calls, keep_stored)
     copies = FROM_CALL[name]
     names = frame.collect_schema().names()

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from pipelines.record.schema import TABLES
-from pipelines.record.stored import FROM_CALL, SPAN_KEY_OF, STORED_CALL_ID
+from pipelines.record.stored import DERIVED_KEY, FROM_CALL, SOURCE_KEY_OF, STORED_CALL_ID
 from pipelines.redact.identifiers import stored_id
 from pipelines.redact.keys import KeyRing
 
@@ -102,26 +102,29 @@ def _predicates(columns: list[str], user_id: str, links: dict[str, set[str]]) ->
         yield f"user_id = {_quoted(user_id)}"
     for column in LINKS:
         values = sorted(links[column]) if column in columns else []
-        # `spans` stores the call id of a call's own span as "=" and its key as null (derived):
-        # those rows are deleted by the columns the key is derived from (``_spans_of_calls``)
+        # `calls` and `spans` store a derived key as null and `spans` a call's own span's call
+        # id as "=": those rows are deleted by the columns the key is derived from (``_by_source_key``)
         for start in range(0, len(values), CHUNK):
             chunk = ", ".join(_quoted(v) for v in values[start : start + CHUNK])
             yield f"{column} IN ({chunk})"
 
 
-def _spans_of_calls(warehouse: Warehouse, links: dict[str, set[str]]) -> list[str]:
-    """Predicates on the stored `spans` that select the spans linked to the user's calls by
-    ``call_id`` as read (a call's own span, stored with its call id as "=")."""
+def _by_source_key(warehouse: Warehouse, name: str, links: dict[str, set[str]]) -> list[str]:
+    """Predicates on the stored ``name`` (`calls` or `spans`) that select its rows linked to the
+    user's calls by ``call_id`` as read: the files hold no call id (`calls`) or span key
+    (`spans`) that is derived, and a call's own span stores its call id as "="."""
     if not links["call_id"]:
         return []
     found = (
-        warehouse.scan("spans")
+        warehouse.scan(name)
         .filter(pl.col("call_id").is_in(sorted(links["call_id"])))
-        .select(SPAN_KEY_OF)
+        .select(SOURCE_KEY_OF)
         .unique()
         .collect()
     )
-    rows = [" AND ".join(f"{c} = {_quoted(v)}" for c, v in zip(SPAN_KEY_OF, row, strict=True)) for row in found.rows()]
+    rows = [
+        " AND ".join(f"{c} = {_quoted(v)}" for c, v in zip(SOURCE_KEY_OF, row, strict=True)) for row in found.rows()
+    ]
     return [" OR ".join(f"({r})" for r in rows[i : i + CHUNK]) for i in range(0, len(rows), CHUNK)]
 
 
@@ -138,8 +141,8 @@ def _delete_predicates(warehouse: Warehouse, name: str, user_id: str, links: dic
     if rows_of_user(warehouse, name, user_id, links) == 0:
         return []
     columns = TABLES[name].names
-    if name == "spans":
-        return [*_predicates(columns, user_id, links), *_spans_of_calls(warehouse, links)]
+    if name in DERIVED_KEY:
+        return [*_predicates(columns, user_id, links), *_by_source_key(warehouse, name, links)]
     if name not in STORED_APART:
         return list(_predicates(columns, user_id, links))
     key = STORED_APART[name]

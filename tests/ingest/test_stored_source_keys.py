@@ -1,6 +1,7 @@
-"""`spans.span_key` is sha256 of "source_format|trace_id|span_id": the files hold it as null
-where it is that, every reader gets it back, and a merge finds a stored span by the columns it
-is derived from (record/stored.py ``key_predicate``), also in a table written with full keys."""
+"""`calls.call_id` and `spans.span_key` are sha256 of "source_format|trace_id|span_id": the
+files hold them as null where they are that, every reader gets them back, and a merge finds a
+stored row by the columns they are derived from (record/stored.py ``key_predicate``), also in a
+table written with full keys."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pipelines.record.schema import CALLS
 from pipelines.record.stored import spans_with_calls
 from pipelines.resources.warehouse import WRITER_PROPERTIES, Warehouse, to_arrow
 from pipelines.retention.erasure import forget_user
-from tests.ingest.test_stored_side_tables import AT, KEY, _call
+from tests.ingest.test_stored_side_tables import AT, DAY, KEY, _call, _decision
 
 
 def _spans(n: int, user_id: str = "u-1") -> list[dict]:
@@ -101,3 +102,44 @@ def test_erasure_finds_spans_without_stored_keys(tmp_path):
 
     assert report.rows_deleted["spans"] == len(mine) + 1 and report.rows_remaining == 0
     assert sorted(warehouse.read("spans")["span_key"]) == sorted(s["span_key"] for s in theirs)
+
+
+def test_call_ids_are_derived_on_reading_and_merges_find_the_stored_calls(tmp_path):
+    calls = [_call(f"s{i}", f"trace-{i % 2}") for i in range(4)]
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    warehouse.merge("calls", calls)
+    assert pl.read_delta(warehouse.table_uri("calls"))["call_id"].null_count() == len(calls)
+    assert sorted(warehouse.read("calls")["call_id"]) == sorted(c["call_id"] for c in calls)
+    for call in calls:
+        (got,) = warehouse.read("calls", pl.col("call_id") == call["call_id"]).to_dicts()
+        assert (got["span_id"], got["trace_id"], got["record_sha256"]) == (
+            call["span_id"],
+            call["trace_id"],
+            call["record_sha256"],
+        )
+    version = warehouse.version("calls")
+    assert not warehouse.merge("calls", calls).committed and warehouse.version("calls") == version
+    changed = {**calls[2], "status": "error", "record_sha256": "d" * 64}
+    result = warehouse.merge("calls", [changed])
+    assert (result.updated, result.inserted) == (1, 0)
+    assert warehouse.read("calls", pl.col("call_id") == calls[2]["call_id"])["status"].to_list() == ["error"]
+    # the tables that name a call find it by the derived id: its spans and side rows read whole
+    warehouse.merge("retention", [_decision(c["call_id"], c["trace_id"]) for c in calls], partitions=[DAY])
+    read = warehouse.read("retention")
+    assert dict(zip(read["call_id"], read["trace_id"], strict=True)) == {c["call_id"]: c["trace_id"] for c in calls}
+
+
+def test_a_calls_table_written_with_full_ids_is_merged_into_without_a_second_row(tmp_path):
+    calls = [_call(f"s{i}", "trace-a") for i in range(3)]
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    rows = to_arrow("calls", calls)
+    rows = rows.append_column("occurred_hour", pl.Series([AT.hour] * len(calls), dtype=pl.Int32).to_arrow())
+    write_deltalake(
+        warehouse.table_uri("calls"),
+        rows,
+        partition_by=["occurred_date", "occurred_hour"],
+        writer_properties=WRITER_PROPERTIES,
+    )
+    assert not warehouse.merge("calls", calls).committed
+    assert warehouse.merge("calls", [{**calls[0], "status": "error", "record_sha256": "c" * 64}]).updated == 1
+    assert sorted(warehouse.read("calls")["call_id"]) == sorted(c["call_id"] for c in calls)
