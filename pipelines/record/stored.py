@@ -116,7 +116,7 @@ def to_stored(
         data = without_call_values(name, data, calls)
     if name in FROM_CALL:
         # which prefixes are unique: among the day's stored calls, and this run's not yet stored
-        day_calls = [calls_with_ids(stored_scan("calls")) if stored_scan is not None else None]
+        day_calls = [named_rows(name, stored_scan("calls"), stored_scan("spans")) if stored_scan is not None else None]
         if call_rows is not None:
             day_calls.append(pl.from_arrow(call_rows.select(["call_id", "occurred_date"])).lazy())
         existing = stored_scan(name) if stored_scan is not None else None
@@ -301,7 +301,8 @@ def from_stored(
     if name == "rot_checks":
         return rot_checks_with_calls(frame, stored_scan("calls"), keep_stored_call_id)
     if name in FROM_CALL:
-        return with_call_values(name, frame, stored_scan("calls"), keep_stored_call_id)
+        spans = stored_scan("spans") if name == "redaction_audit" else None
+        return with_call_values(name, frame, stored_scan("calls"), keep_stored_call_id, spans)
     return frame
 
 
@@ -383,16 +384,20 @@ def without_call_values(name: str, data: pa.Table, calls: pl.LazyFrame | None) -
 
 
 def with_call_values(
-    name: str, frame: pl.LazyFrame, calls: pl.LazyFrame | None, keep_stored: bool = False
+    name: str,
+    frame: pl.LazyFrame,
+    calls: pl.LazyFrame | None,
+    keep_stored: bool = False,
+    spans: pl.LazyFrame | None = None,
 ) -> pl.LazyFrame:
     """Stored rows of ``name`` with what storage left out taken from their call in ``calls``
     (as stored; None: no `calls` table, nothing to take): the call id in full
-    (``resolved_call_ids``; ``keep_stored`` keeps the stored one beside it) and the values
-    copied from the call."""
+    (``resolved_call_ids``; ``keep_stored`` keeps the stored one beside it; `redaction_audit`'s
+    rows of spans find theirs in ``spans``, as stored) and the values copied from the call."""
     if calls is None:
         return frame.with_columns(pl.col("call_id").alias(STORED_CALL_ID)) if keep_stored else frame
     calls = calls_with_ids(calls)
-    frame = resolved_call_ids(frame, calls, keep_stored)
+    frame = resolved_call_ids(frame, named_rows(name, calls, spans), keep_stored)
     copies = FROM_CALL[name]
     names = frame.collect_schema().names()
     joined = frame.join(_call_values(copies, calls, []), on=list(copies.keys), how="left", maintain_order="left")
@@ -420,7 +425,9 @@ def short_call_ids(name: str, data: pa.Table, calls: Sequence[pl.LazyFrame], exi
     yet stored) on the row's occurred_date and no other call of that day begins with the
     same digits, and ``existing`` (the table as stored) holds no row of the call with its
     id in full. A row whose call is not in ``calls`` keeps its id in full, unless the table
-    already holds it by its prefix (the call was deleted since): a merge then finds it."""
+    already holds it by its prefix (the call was deleted since): a merge then finds it.
+    ``calls`` are ``named_rows``: for `redaction_audit` the spans too, whose audit rows hold
+    their span_key."""
     if data.num_rows == 0 or not calls:
         return data
     chars = SHORT_CALL_ID_CHARS
@@ -478,19 +485,33 @@ def short_call_ids(name: str, data: pa.Table, calls: Sequence[pl.LazyFrame], exi
     )
 
 
+def named_rows(name: str, calls: pl.LazyFrame | None, spans: pl.LazyFrame | None) -> pl.LazyFrame:
+    """``(occurred_date, call_id)`` of every row a row of ``name`` can name by its call id: the
+    calls (as stored), and for `redaction_audit` also the spans (its rows of spans that belong
+    to no call hold their span_key)."""
+    keys = [] if calls is None else [calls_with_ids(calls).select("occurred_date", "call_id")]
+    if name == "redaction_audit" and spans is not None:
+        keys.append(spans.with_columns(derived_key("span_key")).select("occurred_date", call_id=pl.col("span_key")))
+    if not keys:
+        return pl.LazyFrame(schema={"occurred_date": pl.Date, "call_id": pl.String})
+    return pl.concat(keys, how="vertical_relaxed").unique()
+
+
 # the column ``resolved_call_ids`` keeps the stored call id in when asked (the erasure deletes by it)
 STORED_CALL_ID = "stored_call_id"
 
 
 def resolved_call_ids(frame: pl.LazyFrame, calls: pl.LazyFrame, keep_stored: bool = False) -> pl.LazyFrame:
     """Stored rows of a table of ``short_call_ids`` with each call id in full: a prefix is
-    replaced by the id of the one call of the row's day that begins with it. A prefix that
+    replaced by the id of the one call of the row's day that begins with it (``calls``: the
+    ``named_rows``). A prefix that
     no call or several calls of the day begin with (the call was deleted since, or a later
     call collides) stays as stored. With ``keep_stored`` the stored value is kept beside,
     as ``STORED_CALL_ID``."""
     chars = SHORT_CALL_ID_CHARS
     owners = (
         calls.select("occurred_date", "call_id")
+        .unique()
         .filter(pl.col("call_id").str.len_chars() > chars)
         .with_columns(prefix=pl.col("call_id").str.slice(0, chars))
         .unique(subset=["occurred_date", "prefix"], keep="none")

@@ -12,7 +12,9 @@ import polars as pl
 import pytest
 
 from pipelines.ingest_plan import TableWrite
-from pipelines.record import stored
+from pipelines.record import canonical, stored
+from pipelines.record.rows import span_for_call
+from pipelines.record.stored import with_call_values
 from pipelines.resources.warehouse import Warehouse, to_arrow
 from pipelines.retention.erasure import forget_user
 from pipelines.rot.table import rot_rows
@@ -141,3 +143,44 @@ def test_erasure_deletes_by_the_stored_key_and_spares_calls_sharing_a_prefix(tmp
     for name in SIDE_TABLES:
         assert report.rows_deleted[name] == len(mine), name
         assert sorted(warehouse.read(name)["call_id"]) == sorted(c["call_id"] for c in others), name
+
+
+def _tool_spans(calls: list[dict]) -> list[dict]:
+    spans = []
+    for i, call in enumerate(calls):
+        span = {**span_for_call(call), "span_id": f"tool-{i}", "kind": "tool", "call_id": None, "tool_name": "lookup"}
+        spans.append({**span, "span_key": canonical.call_id(span["source_format"], span["trace_id"], span["span_id"])})
+    return spans
+
+
+@pytest.mark.parametrize("digits", [None, 1])
+def test_audit_rows_of_spans_name_their_span_by_a_prefix_too(tmp_path, monkeypatch, digits):
+    if digits is not None:
+        monkeypatch.setattr(stored, "SHORT_CALL_ID_CHARS", digits)
+    chars = stored.SHORT_CALL_ID_CHARS
+    calls = _calls(10)
+    spans = _tool_spans(calls)
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    warehouse.merge("calls", calls)
+    warehouse.merge("spans", spans)
+    audit = [_audit(c["call_id"], c["trace_id"]) for c in calls]
+    audit += [_audit(s["span_key"], s["trace_id"], "spans", 0) for s in spans]
+    warehouse.merge("redaction_audit", audit, partitions=[DAY])
+
+    # a prefix where no other call or span of the day begins with it (calls and spans together)
+    firsts = Counter(k[:chars] for k in [*(c["call_id"] for c in calls), *(s["span_key"] for s in spans)])
+    want = [r["call_id"][:chars] if firsts[r["call_id"][:chars]] == 1 else r["call_id"] for r in audit]
+    assert sorted(_stored_ids(warehouse, "redaction_audit")) == sorted(want)
+    assert any(len(k) == chars for k in want)
+    read = warehouse.read("redaction_audit")
+    assert sorted(zip(read["call_id"], read["source_table"], read["trace_id"], strict=True)) == sorted(
+        (r["call_id"], r["source_table"], r["trace_id"]) for r in audit
+    )
+    direct = with_call_values(
+        "redaction_audit",
+        pl.scan_delta(warehouse.table_uri("redaction_audit")),
+        pl.scan_delta(warehouse.table_uri("calls")),
+        spans=pl.scan_delta(warehouse.table_uri("spans")),
+    ).collect()
+    assert direct.sort("call_id").equals(read.sort("call_id"))
+    assert not warehouse.merge("redaction_audit", audit, partitions=[DAY]).committed
