@@ -3,6 +3,7 @@
     .venv/bin/python bench/storage.py                 # the 40,000-call demo day of bench/ingest.py
     .venv/bin/python bench/storage.py --calls 2000    # small and quick
     .venv/bin/python bench/storage.py --codecs        # also: calls and spans rewritten under other codecs
+    .venv/bin/python bench/storage.py --what-if       # also: what calls would cost with values not yet left out
 
 One demo day (``pipelines.demo.generate``, the day and seed of bench/ingest.py)
 goes through the real stages as the nightly job runs them: ``ingest`` (with
@@ -17,13 +18,17 @@ vacuumed (the layout a settled day has) and measured on disk:
 
 ``--codecs`` writes the stored ``calls`` and ``spans`` again with delta-rs under
 snappy and zstd levels 1, 3, 6 and 9, to show which level pays (bytes and
-write time, in the same run). Results go to bench/out/storage/results.json.
+write time, in the same run). ``--what-if`` writes the stored ``calls`` again in
+its layout with block hashes cut to 16 digits, and with the recorded request hash
+left out where the sha256 of the stored ``request_json`` says it, against the same
+rows rewritten unchanged. Results go to bench/out/storage/results.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -41,6 +46,8 @@ os.environ.setdefault("TRACELAKE_START_DATE", "2024-01-01")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import dagster as dg  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 from deltalake import DeltaTable, write_deltalake  # noqa: E402
 from rich.console import Console  # noqa: E402
@@ -49,7 +56,7 @@ from rich.table import Table  # noqa: E402
 from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.resources.object_store import decompress  # noqa: E402
-from pipelines.resources.warehouse import writer_properties  # noqa: E402
+from pipelines.resources.warehouse import WRITER_PROPERTIES, writer_properties  # noqa: E402
 from pipelines.settings import Settings  # noqa: E402
 
 DAY = date(2026, 11, 29)
@@ -105,12 +112,54 @@ def codec_bytes(warehouse: Path, scratch: Path, table: str) -> dict[str, tuple[i
     return out
 
 
+def short_block_hashes(calls: pa.Table, chars: int = 16) -> pa.Table:
+    blocks = calls["block_hashes"].combine_chunks()
+    items = blocks.flatten()
+    fields = {f.name: items.field(f.name) for f in items.type}
+    fields["sha256"] = pc.utf8_slice_codeunits(fields["sha256"], 0, chars)
+    cut = pa.StructArray.from_arrays(list(fields.values()), fields=list(items.type))
+    column = pa.ListArray.from_arrays(blocks.offsets, cut, mask=blocks.is_null())
+    return calls.set_column(calls.schema.names.index("block_hashes"), "block_hashes", column)
+
+
+def derived_witness(calls: pa.Table) -> tuple[pa.Table, int]:
+    """``calls`` without the recorded request hash where the stored body hashes to it."""
+    bodies, recorded = calls["request_json"].to_pylist(), calls["rendered_request_sha256"].to_pylist()
+    derivable = [
+        b is not None and r is not None and hashlib.sha256(b.encode()).hexdigest() == r
+        for b, r in zip(bodies, recorded, strict=True)
+    ]
+    kept = pa.array([None if d else r for d, r in zip(derivable, recorded, strict=True)], pa.string())
+    names = calls.schema.names
+    return calls.set_column(names.index("rendered_request_sha256"), "rendered_request_sha256", kept), sum(derivable)
+
+
+def what_if(warehouse: Path, scratch: Path) -> dict[str, object]:
+    """Bytes of the stored ``calls`` rewritten in their layout: unchanged, and with values left out."""
+    calls = DeltaTable(str(warehouse / "calls")).to_pyarrow_table()
+    witness, derivable = derived_witness(calls)
+    variants = {
+        "as stored": calls,
+        "block hashes 16 digits": short_block_hashes(calls),
+        "witness derived": witness,
+        "both": derived_witness(short_block_hashes(calls))[0],
+    }
+    out: dict[str, object] = {"witness_derivable": derivable}
+    for i, (name, table) in enumerate(variants.items()):
+        target = scratch / f"calls-{i}"
+        partitions = ["occurred_date", "occurred_hour"]
+        write_deltalake(str(target), table, partition_by=partitions, writer_properties=WRITER_PROPERTIES)
+        out[name] = sum(p.stat().st_size for p in target.rglob("*.parquet"))
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=40_000, help="calls on the day (default 40,000)")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--columns", type=int, default=12, help="columns shown per table (all go to results.json)")
     parser.add_argument("--codecs", action="store_true", help="rewrite calls and spans under other codecs")
+    parser.add_argument("--what-if", action="store_true", help="calls rewritten with values not yet left out")
     parser.add_argument("--keep", type=Path, help="copy the measured warehouse here (to study its files)")
     args = parser.parse_args()
     console = Console()
@@ -140,6 +189,7 @@ def main() -> None:
         measured = {name: table_bytes(root / "warehouse" / name) for name in names}
         if args.keep:
             shutil.copytree(root / "warehouse", args.keep / "warehouse", dirs_exist_ok=True)
+        whatif = what_if(root / "warehouse", root / "what-if") if args.what_if else {}
         codecs = {}
         if args.codecs:
             codecs = {t: codec_bytes(root / "warehouse", root / "codecs", t) for t in ("calls", "spans")}
@@ -175,6 +225,18 @@ def main() -> None:
         for codec, (n, seconds) in results.items():
             codec_table.add_row(codec, per_call(n), f"{n / base:.2f}", f"{seconds:.2f}")
         console.print(codec_table)
+    if whatif:
+        base = whatif["as stored"]
+        variants = Table(
+            title=f"calls rewritten in its layout (recorded hash derivable: {whatif['witness_derivable']:,} calls)"
+        )
+        for column in ("calls", "bytes/call", "change", "all tables / raw JSON"):
+            variants.add_column(column, justify="left" if column == "calls" else "right")
+        for name, n in whatif.items():
+            if name != "witness_derivable":
+                change = n - base
+                variants.add_row(name, per_call(n), per_call(change), f"{(total + change) / raw:.3f}x")
+        console.print(variants)
     console.print(
         f"all tables / raw JSON: [bold]{total / raw:.3f}x[/] ({per_call(total)} of {raw / calls:,.0f} bytes per call); "
         f"stages {stages_s:.0f} s; load average {os.getloadavg()[0]:.1f}"
@@ -189,6 +251,7 @@ def main() -> None:
         "total_bytes": total,
         "ratio_to_raw_json": total / raw,
         "codecs": codecs,
+        "what_if": whatif,
     }
     (OUT / "results.json").write_text(json.dumps(results, indent=2))
 
