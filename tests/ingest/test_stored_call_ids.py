@@ -87,11 +87,15 @@ def test_a_row_keeps_the_form_it_was_stored_in(tmp_path, one_digit):
     assert warehouse.read("retention")["tier"].to_list() == ["ingredients"]
 
 
+def _by_first_digit(calls: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for call in calls:
+        groups.setdefault(call["call_id"][0], []).append(call)
+    return groups
+
+
 def test_a_call_arriving_later_with_the_same_prefix_never_lends_its_id(tmp_path, one_digit):
-    calls = _calls(40)
-    by_digit: dict[str, list[dict]] = {}
-    for c in calls:
-        by_digit.setdefault(c["call_id"][0], []).append(c)
+    by_digit = _by_first_digit(_calls(40))
     first, late = next(group for group in by_digit.values() if len(group) >= 2)[:2]
     warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
     warehouse.merge("calls", [first])
@@ -109,10 +113,7 @@ def test_a_call_arriving_later_with_the_same_prefix_never_lends_its_id(tmp_path,
 
 def test_ingest_checks_the_prefix_against_the_days_stored_calls_and_its_own(tmp_path, one_digit):
     # a shard's audit rows: the calls it wrote (call_rows) and another shard's stored calls
-    calls = _calls(40)
-    by_digit: dict[str, list[dict]] = {}
-    for c in calls:
-        by_digit.setdefault(c["call_id"][0], []).append(c)
+    by_digit = _by_first_digit(_calls(40))
     theirs, ours = next(group for group in by_digit.values() if len(group) >= 2)[:2]
     alone = next(group[0] for group in by_digit.values() if len(group) == 1)
     warehouse = Warehouse(uri=str(tmp_path / "warehouse"))

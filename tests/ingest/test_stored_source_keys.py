@@ -64,18 +64,18 @@ def test_span_keys_are_derived_on_reading_and_merges_find_the_stored_rows(tmp_pa
     assert warehouse.read("spans", pl.col("span_key") == spans[1]["span_key"])["tool_name"].to_list() == ["search"]
 
 
+def _written_before(warehouse: Warehouse, name: str, rows: list[dict]) -> None:
+    """``rows`` written in the layout before keys were derived: every key in the file."""
+    data = to_arrow(name, rows)
+    data = data.append_column("occurred_hour", pl.Series([AT.hour] * len(rows), dtype=pl.Int32).to_arrow())
+    partitions = ["occurred_date", "occurred_hour"]
+    write_deltalake(warehouse.table_uri(name), data, partition_by=partitions, writer_properties=WRITER_PROPERTIES)
+
+
 def test_a_table_written_with_full_span_keys_is_merged_into_without_a_second_row(tmp_path):
     spans = _spans(4)
     warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
-    # the layout before: every key in the file
-    with_hour = to_arrow("spans", spans)
-    with_hour = with_hour.append_column("occurred_hour", pl.Series([AT.hour] * len(spans), dtype=pl.Int32).to_arrow())
-    write_deltalake(
-        warehouse.table_uri("spans"),
-        with_hour,
-        partition_by=["occurred_date", "occurred_hour"],
-        writer_properties=WRITER_PROPERTIES,
-    )
+    _written_before(warehouse, "spans", spans)
     assert pl.read_delta(warehouse.table_uri("spans"))["span_key"].null_count() == 0
     assert not warehouse.merge("spans", spans).committed
     later = {**spans[0], "ended_at": AT + timedelta(seconds=9), "record_sha256": "e" * 64}
@@ -132,14 +132,7 @@ def test_call_ids_are_derived_on_reading_and_merges_find_the_stored_calls(tmp_pa
 def test_a_calls_table_written_with_full_ids_is_merged_into_without_a_second_row(tmp_path):
     calls = [_call(f"s{i}", "trace-a") for i in range(3)]
     warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
-    rows = to_arrow("calls", calls)
-    rows = rows.append_column("occurred_hour", pl.Series([AT.hour] * len(calls), dtype=pl.Int32).to_arrow())
-    write_deltalake(
-        warehouse.table_uri("calls"),
-        rows,
-        partition_by=["occurred_date", "occurred_hour"],
-        writer_properties=WRITER_PROPERTIES,
-    )
+    _written_before(warehouse, "calls", calls)
     assert not warehouse.merge("calls", calls).committed
     assert warehouse.merge("calls", [{**calls[0], "status": "error", "record_sha256": "c" * 64}]).updated == 1
     assert sorted(warehouse.read("calls")["call_id"]) == sorted(c["call_id"] for c in calls)
