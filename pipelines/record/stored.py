@@ -116,7 +116,7 @@ def to_stored(
         data = without_call_values(name, data, calls)
     if name in FROM_CALL:
         # which prefixes are unique: among the day's stored calls, and this run's not yet stored
-        day_calls = [named_rows(name, stored_scan("calls"), stored_scan("spans")) if stored_scan is not None else None]
+        day_calls = [named_rows(name, *_stored_owners(stored_scan, call_rows)) if stored_scan is not None else None]
         if call_rows is not None:
             day_calls.append(pl.from_arrow(call_rows.select(["call_id", "occurred_date"])).lazy())
         existing = stored_scan(name) if stored_scan is not None else None
@@ -482,6 +482,29 @@ def short_call_ids(name: str, data: pa.Table, calls: Sequence[pl.LazyFrame], exi
     names = data.schema.names
     return data.set_column(
         names.index("call_id"), "call_id", decided.to_arrow().cast(data.schema.field("call_id").type)
+    )
+
+
+def _stored_owners(
+    stored_scan: Callable[[str], pl.LazyFrame | None], call_rows: pa.Table | None
+) -> tuple[pl.LazyFrame | None, pl.LazyFrame | None]:
+    """The stored `calls` and `spans` a write checks its prefixes against: the whole day's for
+    a stage, but for ingest's audit rows (``call_rows``: a shard's calls) only those of the
+    hours its calls fall in, the files its own merges read: checking every hour of the day
+    in every shard would cost each shard a sha256 per call of the day. A collision with a
+    call of another hour is then left to reading, where a prefix two calls begin with
+    names neither (``resolved_call_ids``): as rare as a later call colliding."""
+    calls, spans = stored_scan("calls"), stored_scan("spans")
+    if call_rows is None or call_rows.num_rows == 0:
+        return calls, spans
+    hours = pc.unique(pc.hour(call_rows["occurred_at"])).drop_null().to_pylist()
+    return tuple(
+        None
+        if frame is None
+        else frame.filter(pl.col(HOUR).is_in(hours))
+        if HOUR in frame.collect_schema().names()
+        else frame
+        for frame in (calls, spans)
     )
 
 

@@ -111,7 +111,7 @@ def test_a_call_arriving_later_with_the_same_prefix_never_lends_its_id(tmp_path,
     assert read["trace_id"].to_list() == [late["trace_id"]]
 
 
-def test_ingest_checks_the_prefix_against_the_days_stored_calls_and_its_own(tmp_path, one_digit):
+def test_ingest_checks_the_prefix_against_its_hours_stored_calls_and_its_own(tmp_path, one_digit):
     # a shard's audit rows: the calls it wrote (call_rows) and another shard's stored calls
     by_digit = _by_first_digit(_calls(40))
     theirs, ours = next(group for group in by_digit.values() if len(group) >= 2)[:2]
@@ -185,3 +185,22 @@ def test_audit_rows_of_spans_name_their_span_by_a_prefix_too(tmp_path, monkeypat
     ).collect()
     assert direct.sort("call_id").equals(read.sort("call_id"))
     assert not warehouse.merge("redaction_audit", audit, partitions=[DAY]).committed
+
+
+def test_a_shard_checks_its_own_hours_and_a_collision_across_hours_names_no_call(tmp_path, one_digit):
+    # ingest's audit write checks the calls of its hours; a call of another hour of the day
+    # with the same prefix is left to reading, which then names neither call
+    by_digit = _by_first_digit(_calls(40))
+    ours, theirs = next(group for group in by_digit.values() if len(group) >= 2)[:2]
+    theirs = {**theirs, "occurred_at": AT + timedelta(hours=3), "ended_at": AT + timedelta(hours=3, seconds=1)}
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    warehouse.merge("calls", [ours, theirs])
+    write = TableWrite(
+        "redaction_audit", [_audit(ours["call_id"], ours["trace_id"])], {DAY}, None, False, to_arrow("calls", [ours])
+    )
+    write.merge_into(warehouse)
+    assert _stored_ids(warehouse, "redaction_audit") == [ours["call_id"][0]]
+    assert warehouse.read("redaction_audit")["call_id"].to_list() == [ours["call_id"][0]]
+    # a stage's write checks the whole day: the same row from it keeps its full id
+    warehouse.merge("retention", [_decision(ours["call_id"], ours["trace_id"])], partitions=[DAY])
+    assert _stored_ids(warehouse, "retention") == [ours["call_id"]]
