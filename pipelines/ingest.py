@@ -68,8 +68,9 @@ class IngestBatch:
     quarantine: list[dict[str, Any]] = field(default_factory=list)
     # pieces of calls (log events, tools, retrievals, feedback) still to be joined
     fragments: list[Fragment] = field(default_factory=list)
-    # The schema check's Arrow conversion of each object's rows, kept so the
-    # write need not convert them again: table -> [(rows, their record batch)].
+    # The schema check's Arrow conversion of the day's rows (or of each object's,
+    # when some value did not fit), kept so the write need not convert them
+    # again: table -> [(rows, their record batch)].
     # It holds the rows, so their ids stay unique while it lives.
     converted: dict[str, list[tuple[list[dict[str, Any]], pa.RecordBatch]]] = field(default_factory=dict)
     # ids of converted rows changed after their conversion (assembly joined something onto them)

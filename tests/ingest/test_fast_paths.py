@@ -212,6 +212,17 @@ def test_detection_from_the_first_line_reads_what_the_whole_object_gives(case):
     assert _first_record(data, lines=True) == _first_record(data, lines=False)
 
 
+def _day_objects(tmp_path, calls, seed):
+    day = date(2026, 11, 20)
+    generate(str(tmp_path / "source"), calls=calls, days=1, seed=seed, end=day)
+    store = ObjectStore(uri=str(tmp_path / "source"))
+    objects = [
+        SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
+        for i in store.list_day(day)
+    ]
+    return day, objects
+
+
 def _reference_span_for_call(call, **fields):
     """span_for_call as it was written before issue 13's fourth round: new_span, then finalize_span."""
     from pipelines.record.rows import finalize_span, new_span
@@ -249,13 +260,7 @@ def test_llm_spans_are_the_reference_rows(tmp_path):
     extra columns) is, key for key and value for value, what new_span + finalize_span give."""
     from pipelines.record.rows import span_for_call
 
-    day = date(2026, 11, 20)
-    generate(str(tmp_path / "source"), calls=300, days=1, seed=11, end=day)
-    store = ObjectStore(uri=str(tmp_path / "source"))
-    objects = [
-        SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
-        for i in store.list_day(day)
-    ]
+    day, objects = _day_objects(tmp_path, 300, 11)
     batch = ingest_objects(objects, day, "run", datetime(2026, 11, 21, tzinfo=UTC))
     llm_spans = {s["span_key"]: s for s in batch.spans if s["kind"] == "llm_call"}
     assert {c["source_format"] for c in batch.calls} == {"frozen_call", "agent_events"}
@@ -280,13 +285,7 @@ def test_a_write_in_one_chunk_stores_the_rows_of_many(tmp_path):
     chunk per column: the table read back holds exactly them."""
     from pipelines.resources.warehouse import Warehouse, one_chunk
 
-    day = date(2026, 11, 20)
-    generate(str(tmp_path / "source"), calls=120, days=1, seed=3, end=day)
-    store = ObjectStore(uri=str(tmp_path / "source"))
-    objects = [
-        SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
-        for i in store.list_day(day)
-    ]
+    day, objects = _day_objects(tmp_path, 120, 3)
     batch = ingest_objects(objects, day, "run", datetime(2026, 11, 21, tzinfo=UTC))
     # as the rows of many objects come: many small record batches
     calls = pa.Table.from_batches(batch.arrow("calls").to_batches(max_chunksize=7))
@@ -309,17 +308,6 @@ def test_a_write_in_one_chunk_stores_the_rows_of_many(tmp_path):
     assert stored["record_sha256"].to_list() == [
         r for _, r in sorted(zip(calls["call_id"].to_pylist(), calls["record_sha256"].to_pylist(), strict=True))
     ]
-
-
-def _day_objects(tmp_path, calls, seed):
-    day = date(2026, 11, 20)
-    generate(str(tmp_path / "source"), calls=calls, days=1, seed=seed, end=day)
-    store = ObjectStore(uri=str(tmp_path / "source"))
-    objects = [
-        SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
-        for i in store.list_day(day)
-    ]
-    return day, objects
 
 
 def _by_object(objects, day, now):
