@@ -47,6 +47,7 @@ from pipelines.resources.stores import (  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
 from pipelines.rot.check import CALL_COLUMNS, Checker  # noqa: E402
 from pipelines.rot.grouped import VERDICT_FIELDS, check_frame  # noqa: E402
+from pipelines.rot.set_key import KEY_COLUMN  # noqa: E402
 from pipelines.rot.table import rot_rows  # noqa: E402
 
 DAY = date(2026, 11, 20)
@@ -57,7 +58,8 @@ def prepare(out: Path, calls: int, seed: int, per_call_values: bool = True) -> t
     root = out / (f"calls{calls}-seed{seed}" + ("" if per_call_values else "-no-per-call-values"))
     warehouse = Warehouse(uri=str(root / "warehouse"))
     stores = str(root / "stores")
-    if warehouse.table("calls") is not None:
+    table = warehouse.table("calls")
+    if table is not None and KEY_COLUMN in table.schema().to_arrow().names:
         return warehouse, stores
     shutil.rmtree(root, ignore_errors=True)
     t = time.perf_counter()

@@ -55,6 +55,7 @@ from pipelines.rot.check import (
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import REDACTED_FLAG
 from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
+from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, metadata_dropped, set_keys
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
 VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
@@ -169,65 +170,31 @@ def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fast_eligible(checker: Checker) -> pl.Expr:
-    """Calls whose verdict is their ingredient set's: not redacted, and with everything
-    the check reads present (the others reach an early verdict per call anyway)."""
+    """Calls whose verdict is their ingredient set's: in a set (``_key``, see
+    ``pipelines.rot.set_key``), not redacted by the run's audits either, and with stored
+    bytes the recorded hash witnessed (the others reach an early verdict per call anyway)."""
     return (
-        ~_redacted(checker)
-        & pl.col("block_hashes").is_not_null()
-        & pl.col("request_json").is_not_null()
-        & pl.col("rendered_request_sha256").is_not_null()
-        & pl.col("template_id").is_not_null()
-        & pl.col("template_version").is_not_null()
+        (pl.col("_key") != NOT_GROUPABLE).fill_null(False)
+        & ~_redacted(checker)
         & pl.col("request_hash_matches").ne(False).fill_null(True)
         # the stored bytes are the ones the hash witnessed
         & (computed_request_sha256() == pl.col("rendered_request_sha256")).fill_null(False)
-        # a top-level "messages" key, which the re-rendered request always has
-        & pl.col("request_json").str.contains('"messages":[', literal=True)
     )
 
 
-_BLOCK = pl.element().struct.field("block")
+def _day_set_keys(calls: pl.DataFrame) -> pl.Series:
+    """Each call's stored ``rot_set_key``; computed here (the same function) for calls
+    stored before the column existed, so that a day mixing both groups as one."""
+    stored = calls.get_column(KEY_COLUMN) if KEY_COLUMN in calls.columns else None
+    if stored is None or stored.null_count() == calls.height:
+        return set_keys(calls)
+    missing = stored.is_null()
+    if not missing.any():
+        return stored
+    at = missing.arg_true()
+    return stored.clone().scatter(at, set_keys(calls[at]))
 
 
-def _set_columns() -> dict[str, pl.Expr]:
-    """What makes two calls one ingredient set, besides template, variables, route and alias:
-    their documents (ids and ranks as stored) and the recorded hashes of the blocks the
-    set decides (model, params, tools, each document; the document blocks stand for
-    the recorded texts, so every document must have one).
-
-    Each is one list of structs per call, made by one ``list.eval`` (polars groups by
-    such lists directly; a list per field costs five times as much to build)."""
-    # (a call without documents groups apart from one with an empty list: no harm, and
-    # filling the nulls in costs more than the key)
-    docs = pl.col("retrieval").struct.field("documents")
-    keyed = _BLOCK.is_in(list(_KEY_BLOCKS)) | _BLOCK.str.starts_with("document:")
-    sha, algorithm = pl.element().struct.field("sha256"), pl.element().struct.field("algorithm")
-    return {
-        "_docs": docs.list.eval(pl.struct(pl.element().struct.field("doc_id"), pl.element().struct.field("rank"))),
-        "_blocks": pl.col("block_hashes").list.eval(pl.struct(_BLOCK, sha, algorithm).filter(keyed)),
-        # the last one, as the check's block -> hash dict keeps it
-        "_system_block": pl.col("block_hashes").list.eval(pl.element().filter(_BLOCK == "system")).list.last(),
-        "_doc_count": docs.list.len().fill_null(0),
-    }
-
-
-def _documents_hashed() -> pl.Expr:
-    """Every stored document has a recorded block (counted as the check's dict counts them)."""
-    return pl.col("_blocks").list.eval(_BLOCK.str.starts_with("document:")).list.sum() == pl.col("_doc_count")
-
-
-GROUP_KEY = (
-    "template_id",
-    "template_version",
-    "template_variables_json",
-    "service",
-    "model_alias",
-    "_docs",
-    "_blocks",
-    "_metadata_dropped",
-)
-# What json_path_match gives for the falsy metadata values rerender_request leaves out.
-_FALSY_JSON = ("{}", "[]", "", "0", "0.0", "-0.0", "false")
 # Per-call columns of the verdict, straight from the call.
 _OWN = ("call_id", "trace_id", "service", "occurred_date", "template_id", "template_version", "model_alias")
 
@@ -299,7 +266,7 @@ class _Sets:
     def __init__(self, checker: Checker, base: pl.DataFrame):
         self.checker = checker
         self.base = base
-        self._columns = [c for c in base.columns if c != "_row"]
+        self._columns = [c for c in base.columns if c not in ("_row", "_key")]
         self.printed: dict[str, PrintedScores | None] = {}
         self._no_scores: dict[str, bool] = {}
 
@@ -361,48 +328,51 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
     if calls.is_empty():
         return pl.DataFrame(schema=VERDICT_SCHEMA)
-    base = calls.with_row_index("_row")
+    base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
+    system = pl.col("block_hashes").list.eval(pl.element().filter(pl.element().struct.field("block") == "system"))
     keys = base.select(
         "_row",
-        *GROUP_KEY[:5],
-        *(c for c in _OWN if c not in GROUP_KEY),
+        *_OWN,
         "rendered_request_sha256",
+        "_key",
         _fast=_fast_eligible(checker),
         _retained=_full_bytes_retained(),
         _early=_early_missing(checker),
-        _has_metadata=pl.col("request_json").str.contains(',"metadata":', literal=True).fill_null(False),
-        **_set_columns(),
+        # the last one, as the check's block -> hash dict keeps it
+        _system_block=system.list.last(),
     )
-    # a falsy metadata value is in the record but not in today's request: a set's calls
-    # share it or not (parsed only where a top-level metadata key can be)
-    maybe = keys.filter(pl.col("_has_metadata"))["_row"]
-    values = base["request_json"].gather(maybe).str.json_path_match("$.metadata")
-    dropped = maybe.filter(values.is_in(list(_FALSY_JSON))).to_list()
-    keys = keys.with_columns(
-        _metadata_dropped=pl.col("_row").is_in(dropped),
-        _documents_hashed=_documents_hashed(),
-        _system=pl.col("_system_block").struct.field("sha256"),
-        _system_algorithm=pl.col("_system_block").struct.field("algorithm"),
-    )
-    in_sets = pl.col("_fast") & pl.col("_documents_hashed")
-    fast = keys.filter(in_sets)
-    # (the key's list columns are not copied where they are not read)
-    early = keys.select(pl.exclude("_docs", "_blocks", "_system_block")).filter(pl.col("_early").is_not_null())
+    fast = keys.filter(pl.col("_fast"))
+    early = keys.filter(pl.col("_early").is_not_null())
     slow_rows: list[int] = (
-        keys.select(pl.col("_row").filter(~in_sets & pl.col("_early").is_null())).to_series().to_list()
+        keys.select(pl.col("_row").filter(~pl.col("_fast") & pl.col("_early").is_null())).to_series().to_list()
     )
     sets = _Sets(checker, base)
     groups = (
-        fast.group_by(list(GROUP_KEY))
+        fast.group_by("_key")
         .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
         .sort("_rep")  # in order of first appearance, as maintain_order gives, for less
         .with_row_index("_gid")
     )
-    # from here on only what a call's verdict row needs (each step copies every column it carries)
-    fast = fast.select(
-        "_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm", "_metadata_dropped"
+    groups = groups.with_columns(
+        base.select("template_id", "template_version")[groups["_rep"]],
+        # every call of a set records a falsy metadata value or none does (it is in the key)
+        _metadata_dropped=metadata_dropped(base["request_json"].gather(groups["_rep"])),
     )
-    fast = _with_ids(fast, groups, "_gid", base.height)
+    # from here on only what a call's verdict row needs (each step copies every column it carries)
+    fast = _with_ids(
+        fast.select(
+            "_row",
+            *_OWN,
+            "rendered_request_sha256",
+            "_retained",
+            _system=pl.col("_system_block").struct.field("sha256"),
+            _system_algorithm=pl.col("_system_block").struct.field("algorithm"),
+        ),
+        groups,
+        "_gid",
+        base.height,
+    )
+    fast = fast.with_columns(groups["_metadata_dropped"].gather(fast["_gid"]))
 
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
