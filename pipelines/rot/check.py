@@ -27,7 +27,7 @@ them does not make a call look rotted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -204,28 +204,45 @@ class Checker:
             result.detail.append("block hashes were keyed with another hash key; set the one redaction used")
             return result, request, None
 
+        return result, request, self.judge(call, request, _recorded_documents(call), state, result)
+
+    def judge(
+        self,
+        call: Mapping[str, Any],
+        request: Mapping[str, Any],
+        docs: Sequence[Mapping[str, Any]],
+        state: str,
+        result: RotCheck,
+        reproduces: Callable[[Rerendered], bool] | None = None,
+    ) -> Rerendered | None:
+        """Re-render a call whose record has what the check needs and fill in ``result``;
+        today's request, or None when an ingredient is missing. ``reproduces`` says whether
+        today's request is the recorded one; by default its hash is compared (and kept)."""
         template = self.ingredients.template(result.template_id, result.template_version)
-        docs = _recorded_documents(call)
         if template is not None:
             result.template_sha256 = template.sha256
             if template.uses_documents and not docs:
                 result.missing = ["doc_ids"]
-                return result, request, None
+                return None
             if call.get("template_variables_json") is None and template.variables:
                 result.missing = ["template_variables"]
-                return result, request, None
+                return None
 
         today = rerender_request(call, request, template, docs, self.ingredients, self.renderer, self.today)
         result.model_snapshot = today.model
         if today.complete:
-            result.rerendered_sha256 = sha256_hex(canonical_object(today.pieces))
-            if state != REDACTED and not today.system.impure and result.rerendered_sha256 == result.recorded_sha256:
+            if reproduces is None:
+                result.rerendered_sha256 = sha256_hex(canonical_object(today.pieces))
+                same = result.rerendered_sha256 == result.recorded_sha256
+            else:
+                same = reproduces(today)
+            if state != REDACTED and not today.system.impure and same:
                 result.status = VERIFIED
                 result.basis = DECRYPTED_VALUES if state == DECRYPTED else FULL_REQUEST
                 result.replay_fidelity = EXACT
-                return result, request, today
+                return today
         self._compare_blocks(call, request, template, docs, today, state, result)
-        return result, request, today
+        return today
 
     # -- the record ---------------------------------------------------------
 

@@ -38,6 +38,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+import orjson
 import polars as pl
 import pyarrow as pa
 
@@ -53,7 +54,7 @@ from pipelines.rot.check import (
     _recorded_documents,
 )
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
-from pipelines.rot.redaction import REDACTED_FLAG
+from pipelines.rot.redaction import RAW, REDACTED_FLAG
 from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
 from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, metadata_dropped, set_keys
 
@@ -432,7 +433,6 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     """Check one call per class, give its verdict to the class, and compute the
     per-call columns. ``system_of`` re-renders the classes whose system prompt
     differs per call (printed scores)."""
-    checker = sets.checker
     classes = (
         members.group_by(class_key)
         .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
@@ -440,16 +440,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
-    shared: dict[str, list] = {name: [] for name in SHARED}
-    complete: list[bool] = []
-    pieces_of: dict[int, tuple[dict[str, str] | None, dict[str, str]]] = {}
-    for class_id, call in zip(classes["_class"], sets.calls(classes["_rep"]), strict=True):
-        check, request, today = checker.check_rerendered(call)
-        for name in SHARED:
-            shared[name].append(getattr(check, name))
-        complete.append(check.rerendered_sha256 is not None)
-        if check.status != VERIFIED and check.rerendered_sha256 is not None:
-            pieces_of[class_id] = sets.pieces(request, today)
+    shared, complete, pieces_of = _class_verdicts(sets, classes["_rep"])
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -488,6 +479,98 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         rerendered_sha256=pl.when(verified).then(recorded).otherwise(rerendered),
     ).with_columns(verdicts.get_column(name).gather(at_class) for name in SHARED)
     return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
+
+
+_OWN_KEYS = ("messages", "metadata")
+
+
+def _parsed(request_json: str) -> dict[str, Any]:
+    """``json.loads``, by orjson where it reads the same (it refuses ints over 64 bits)."""
+    try:
+        return orjson.loads(request_json)
+    except orjson.JSONDecodeError:
+        return json.loads(request_json)
+# the columns of a class's representative its verdict reads
+_REP_COLUMNS = (
+    "call_id",
+    "template_id",
+    "template_version",
+    "template_variables_json",
+    "service",
+    "model_alias",
+    "request_json",
+    "rendered_request_sha256",
+)
+
+
+def _class_verdicts(
+    sets: _Sets, reps: pl.Series
+) -> tuple[dict[str, list], list[bool], dict[int, tuple[dict[str, str], dict[str, str]]]]:
+    """The verdict of each class (one call each at ``reps``), as ``Checker.check`` reaches
+    it on any of its calls: (the ``SHARED`` columns, whether today's request could be made,
+    class -> the recorded and today's pieces where it did not reproduce).
+
+    These calls are unredacted and their stored bytes are the canonical JSON the recorded
+    hash witnessed (``_fast_eligible``), so the check's own steps are taken once per class
+    (``Checker.judge``) on what the class has in common, read column by column: no call
+    row is built, and the request does not reproduce exactly when its pieces other than
+    the call's own part (its messages and metadata, which come from the record on both
+    sides) differ from today's, or it records a falsy metadata value that today's
+    request leaves out; its hash is not computed."""
+    checker = sets.checker
+    base = sets.base
+    columns = base.select(_REP_COLUMNS)[reps]
+    values = [columns[name].to_list() for name in _REP_COLUMNS]
+    hashes = base["block_hashes"].gather(reps).to_arrow().to_pylist()
+    documents = base["retrieval"].struct.field("documents").gather(reps).to_arrow().to_pylist()
+    snapshot = checker.ingredients.index_snapshot
+    shared: dict[str, list] = {name: [] for name in SHARED}
+    complete: list[bool] = []
+    pieces_of: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
+    rows = enumerate(zip(*values, hashes, documents, strict=True))
+    for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs) in rows:
+        request = _parsed(text)
+        call = {
+            "call_id": call_id,
+            "template_id": template_id,
+            "template_version": version,
+            "template_variables_json": variables,
+            "service": service,
+            "model_alias": alias,
+            "block_hashes": blocks,
+            "retrieval": {"documents": docs},
+        }
+        result = RotCheck(
+            call_id=call_id,
+            trace_id=None,
+            service=service,
+            occurred_date=None,
+            status=UNVERIFIABLE,
+            recorded_sha256=sha,
+            template_id=template_id,
+            template_version=version,
+            index_snapshot=snapshot,
+            model_alias=alias,
+        )
+        recorded = {k: canonical_json(v) for k, v in request.items() if k not in _OWN_KEYS and v is not None}
+        if isinstance(request.get("messages"), list):
+            # the messages are the record's on both sides: not serialised again
+            dropped = "metadata" in request and not request["metadata"]
+            own = {k: v for k, v in request.items() if k != "messages"}
+
+            def reproduces(today: Rerendered, recorded=recorded, dropped=dropped) -> bool:
+                return not dropped and {k: v for k, v in today.pieces.items() if k not in _OWN_KEYS} == recorded
+
+            today = checker.judge(call, own, _recorded_documents(call), RAW, result, reproduces)
+        else:  # a top-level "messages" that is not a list: the whole request is compared
+            today = checker.judge(call, request, _recorded_documents(call), RAW, result)
+        for name in SHARED:
+            shared[name].append(getattr(result, name))
+        made = today is not None and today.complete
+        complete.append(made)
+        if made and result.status != VERIFIED:
+            pieces_of[class_id] = (recorded, today.pieces)
+    return shared, complete, pieces_of
 
 
 def _rerendered_spliced(
