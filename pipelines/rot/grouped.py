@@ -601,10 +601,7 @@ def _rerendered_spliced(
         tails.append(splice.today_suffix.encode())
         prefixes.append(splice.prefix.encode())
         suffixes.append(splice.suffix.encode())
-    bounds = _frame(
-        {"_class": ids, "_prefix": prefixes, "_suffix": suffixes},
-        {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary},
-    )
+    bounds = _frame({"_prefix": prefixes, "_suffix": suffixes}, {"_prefix": pl.Binary, "_suffix": pl.Binary})
     # where each call's own part lies in its bytes, checked against the set's prefix and
     # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
     request = pl.col("_request")
@@ -624,17 +621,20 @@ def _rerendered_spliced(
         .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
         .agg("_at", pl.col("_row").first())
     )
-    distinct = (
-        distinct.with_columns(_request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary))
-        .join(bounds, on="_class", how="left")
-        .select("_at", "_class", "_request", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
-    )
+    # each call's class bounds by position (class ids are small integers), not by a join
+    where = pl.Series([None] * (max(ids) + 1), dtype=pl.UInt32).scatter(ids, range(len(ids)))
+    at_bounds = where.gather(distinct["_class"])
+    distinct = distinct.with_columns(
+        _request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary),
+        _prefix=bounds["_prefix"].gather(at_bounds),
+        _suffix=bounds["_suffix"].gather(at_bounds),
+    ).select("_at", "_class", "_request", _own=pl.when(ok).then(request.bin.slice(at, until - at)))
     out: list[str] = []
     append = out.append
-    columns = zip(distinct["_class"].to_list(), distinct["_ok"].to_list(), distinct["_own"].to_list(), strict=True)
-    for j, (class_id, fits, own) in enumerate(columns):
+    columns = zip(distinct["_class"].to_list(), distinct["_own"].to_list(), strict=True)
+    for j, (class_id, own) in enumerate(columns):
         i = position[class_id]
-        if fits:
+        if own is not None:
             digest = heads[i].copy()
             digest.update(own)
             digest.update(tails[i])
@@ -642,7 +642,8 @@ def _rerendered_spliced(
         else:
             text = distinct["_request"][j].decode()
             append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
-    return distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at").sort("_at").get_column("_hash")
+    spread = distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at")
+    return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
 
 
 _SYSTEM_HOLE = "\x00system\x00"
