@@ -6,9 +6,12 @@ variables, documents, route, model alias, and the recorded hashes of the
 blocks those make: model, params, tools, documents, system). Every call of a
 set reaches the same verdict, components and notes: ``Checker.check`` decides
 on what the set has in common, and the call's own parts (its messages and
-metadata) come from the record on both sides of the comparison. So the check
-runs ``Checker.check`` on one call per set and gives its verdict to the
-others; only the per-call columns are computed per call, vectorised:
+metadata) come from the record on both sides of the comparison. The set is
+named by the key stored with each call (``calls.rot_set_key``, see
+``pipelines.rot.set_key``; computed here for calls stored before it). So the
+check judges each set's classes (one per recorded system prompt) once, with
+``Checker.judge`` on the class's columns, and gives the verdict to their
+calls; only the per-call columns are computed per call, vectorised:
 ``recorded_sha256``, ``replay_fidelity`` and, where the request did not
 reproduce, ``rerendered_sha256`` (today's blocks spliced around the call's
 recorded messages, then hashed).
@@ -490,6 +493,8 @@ def _parsed(request_json: str) -> dict[str, Any]:
         return orjson.loads(request_json)
     except orjson.JSONDecodeError:
         return json.loads(request_json)
+
+
 # the columns of a class's representative its verdict reads
 _REP_COLUMNS = (
     "call_id",
