@@ -220,6 +220,8 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
     if name in LAYOUT_COLUMNS:
         frame = frame.drop(LAYOUT_COLUMNS[name], strict=False)
     if name == "calls":
+        if KEY_COLUMN not in frame.collect_schema().names():  # a table written before the column
+            frame = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
         return frame.with_columns(computed_request_sha256())
     if name == "spans":
         calls = stored_scan("calls")
