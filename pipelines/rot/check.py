@@ -162,11 +162,6 @@ class Checker:
         return [self.check(call) for call in calls]
 
     def check(self, call: Mapping[str, Any]) -> RotCheck:
-        return self.check_rerendered(call)[0]
-
-    def check_rerendered(self, call: Mapping[str, Any]) -> tuple[RotCheck, Mapping[str, Any] | None, Rerendered | None]:
-        """(the verdict, the recorded request, today's request when one was made): the
-        grouped check reuses the request of the call it judged for the rest of its set."""
         call, state = self.redaction.prepare(call)
         result = RotCheck(
             call_id=call["call_id"],
@@ -192,19 +187,20 @@ class Checker:
             missing.append("request")
         if missing:
             result.missing = missing
-            return result, request, None
+            return result
         if call.get("request_hash_matches") is False:
             # The recorded body is not the one the hash witnessed (the app logged
             # other bytes than it sent): its blocks prove nothing.
             result.missing = ["request_matching_hash"]
             result.detail.append("the recorded request does not hash to rendered_request_sha256")
-            return result, request, None
+            return result
         if not self.redaction.keyed_hashes_usable(call):
             result.missing = ["hash_key"]
             result.detail.append("block hashes were keyed with another hash key; set the one redaction used")
-            return result, request, None
+            return result
 
-        return result, request, self.judge(call, request, _recorded_documents(call), state, result)
+        self.judge(call, request, _recorded_documents(call), state, result)
+        return result
 
     def judge(
         self,

@@ -295,16 +295,6 @@ class _Sets:
             self.printed[template.sha256] = PrintedScores.of(template)
         return self.printed[template.sha256]
 
-    @staticmethod
-    def pieces(request: Mapping[str, Any], today: Rerendered) -> tuple[dict[str, str], dict[str, str]]:
-        """(the recorded request's top-level pieces but its own part, today's pieces)."""
-        # the stored request is canonical JSON (see the module docstring); the call's
-        # own part is never serialised again, only located
-        recorded = {
-            k: canonical_json(v) for k, v in request.items() if k not in ("messages", "metadata") and v is not None
-        }
-        return recorded, today.pieces
-
 
 def _frame(columns: Mapping[str, list], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
     """A frame from Python lists, through Arrow (polars' own constructor converts
@@ -557,6 +547,8 @@ def _class_verdicts(
             index_snapshot=snapshot,
             model_alias=alias,
         )
+        # the stored request is canonical JSON (see the module docstring): the call's own
+        # part is never serialised again, only located
         recorded = {k: canonical_json(v) for k, v in request.items() if k not in _OWN_KEYS and v is not None}
         if isinstance(request.get("messages"), list):
             # the messages are the record's on both sides: not serialised again
