@@ -22,7 +22,7 @@ import gc
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,7 +41,7 @@ from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.pool import AnalyzerPool, WorkerConfig
 from pipelines.redact.residual import IDENTIFIER_COLUMNS, TEXT_COLUMNS, merge_residuals, row_residuals
-from pipelines.redact.row_fields import walk_row
+from pipelines.redact.row_fields import FIELDS, walk_row
 from pipelines.redact.substitution import TraceSubstitutions, check_mode
 from pipelines.redact.walker import JsonWalker
 
@@ -117,6 +117,17 @@ def _updated(row: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _text_columns(
+    rows: Sequence[dict[str, Any]], updates: Sequence[dict[str, Any]], columns: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The text columns of each row with its update applied."""
+    names = tuple(columns)
+    return [
+        {name: update[name] if name in update else row.get(name) for name in names} if update else row
+        for row, update in zip(rows, updates, strict=True)
+    ]
+
+
 def trace_scope(document: Any) -> str:
     """The trace a raw document belongs to (its top-level trace id); "" when it has none."""
     if isinstance(document, dict):
@@ -162,6 +173,8 @@ class Redactor:
         self.templated_walker = JsonWalker(FieldRules(self.policy, templated=True))
         self.pool = AnalyzerPool(self.settings, workers, WorkerConfig(self.policy, self.mode, self.keys, self.ner))
         self._cache: dict[Request, list[Hit]] = {}
+        # set in a worker process while it redacts a shard: shares NER's lines with the other workers
+        self.line_exchange: Callable[[Sequence[Request]], None] | None = None
 
     def __enter__(self) -> Redactor:
         return self
@@ -323,13 +336,22 @@ class Redactor:
         return result
 
     def screen_columns(
-        self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], screen: tuple[str, ...]
+        self,
+        calls: Sequence[dict[str, Any]],
+        call_updates: Sequence[dict[str, Any]],
+        spans: Sequence[dict[str, Any]],
+        span_updates: Sequence[dict[str, Any]],
+        screen: tuple[str, ...],
     ) -> dict[str, list[tuple[str, ...]]]:
-        """The residual-PII classes in the text columns of these (redacted) rows."""
-        return {
-            "calls": row_residuals(calls, "calls", self.policy, screen, part=TEXT_COLUMNS),
-            "spans": row_residuals(spans, "spans", self.policy, screen, part=TEXT_COLUMNS),
-        }
+        """The residual-PII classes in the text columns of these rows as redacted
+        (each row with its update: only the text columns are looked at)."""
+        with _gc_paused():
+            return {
+                table: row_residuals(
+                    _text_columns(rows, updates, FIELDS[table]), table, self.policy, screen, part=TEXT_COLUMNS
+                )
+                for table, rows, updates in (("calls", calls, call_updates), ("spans", spans, span_updates))
+            }
 
     def _prepare_call(self, call: dict[str, Any]) -> tuple[list | None, str | None, bool | None]:
         """Hashes of the raw call: keyed block hashes, and the request hash checked
@@ -390,6 +412,8 @@ class Redactor:
         if len(self._cache) + len(todo) > CACHE_LIMIT:
             self._cache.clear()
             todo = list(wanted)
+        if self.line_exchange is not None:
+            self.line_exchange(todo)
         for request, hits in zip(todo, self.pool.analyze(todo), strict=True):
             self._cache[request] = hits
 

@@ -26,7 +26,7 @@ def test_two_workers_give_the_same_rows_documents_and_audit(corpus, corpus_rows,
         sharded = two.redact_rows(calls, spans, now=NOW)
         # documents go the other way: walked here, analyzed by the workers
         sharded_docs = two.redact_documents(corpus.documents)
-        assert two.pool._executor is not None
+        assert two.pool.started
     assert sharded.calls == single.calls
     assert sharded.spans == single.spans
     assert sharded.audit == single.audit
@@ -53,7 +53,7 @@ def test_the_screen_run_by_the_redactor_finds_what_scanning_its_rows_finds(corpu
     for workers in (1, 2):
         with Redactor(policy, mode="placeholder", keys=KEYS, workers=workers, ner=False) as redactor:
             result = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
-            assert (redactor.pool._executor is None) == (workers == 1)
+            assert redactor.pool.started == (workers == 2)
         assert result.screened == PATTERNS
         scanned = {
             table: row_residuals(rows, table, policy)
