@@ -20,6 +20,7 @@ workers would cost more than it saves.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import time
 import traceback
@@ -78,6 +79,11 @@ def _serve(config: WorkerConfig, conn: Connection) -> None:
 
     redactor = Redactor(config.policy, config.mode, config.keys, workers=1, ner=config.ner)
     redactor.pool.start_analyzer()
+    # No cyclic GC in a worker: a shard is millions of objects, and collections
+    # during its unpickling alone doubled its cost. Redaction makes almost no
+    # reference cycles (a few hundred objects a shard, left to the process's end).
+    gc.freeze()
+    gc.disable()
     while True:
         try:
             message = conn.recv()
@@ -93,6 +99,8 @@ def _serve(config: WorkerConfig, conn: Connection) -> None:
                 conn.send(("done", _redact_shard(redactor, conn, *message[1:])))
         except Exception as e:  # the message may quote the text: send where, not what
             conn.send(("error", _where(e)))
+            message = e = None
+            gc.collect()  # a traceback's frames hold the shard in a cycle
 
 
 def _where(e: BaseException) -> str:

@@ -299,7 +299,19 @@ class Redactor:
     ) -> RedactionResult:
         """The same result as in one process: each trace is redacted whole by one
         worker. A worker's rows are finished here (and their identifier columns
-        screened) while the other worker is still busy."""
+        screened) while the other worker is still busy. No cyclic GC meanwhile:
+        unpickling a shard's results and finishing its rows make millions of
+        objects, and collections over the day's rows cost more than the work."""
+        with _gc_paused():
+            return self._redact_in_workers_now(calls, spans, now, screen)
+
+    def _redact_in_workers_now(
+        self,
+        calls: Sequence[dict[str, Any]],
+        spans: Sequence[dict[str, Any]],
+        now: datetime,
+        screen: tuple[str, ...] | None,
+    ) -> RedactionResult:
         out_calls: list[Any] = [None] * len(calls)
         out_spans: list[Any] = [None] * len(spans)
         found: dict[str, list[Any]] = {"calls": [None] * len(calls), "spans": [None] * len(spans)}
