@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
-import time
 import traceback
 import zlib
 from collections.abc import Iterator, Sequence
@@ -120,19 +119,13 @@ def _redact_shard(
     peers: int,
 ) -> tuple[list, list, list, dict, dict | None]:
     """``Redactor.redact_columns`` of a shard, its NER lines shared with the other
-    workers; with ``screen`` patterns also the residual-PII classes of its
-    redacted text columns (the rows are here already)."""
+    workers; with ``screen`` patterns it also gives the residual-PII classes of
+    the redacted text columns (found as they are written)."""
     redactor.line_exchange = (lambda todo: _exchange_lines(redactor.pool.local, conn, todo, peers)) if peers else None
     try:
-        call_updates, span_updates, audit, stats = redactor.redact_columns(calls, spans, now)
+        return redactor.redact_columns(calls, spans, now, screen)
     finally:
         redactor.line_exchange = None
-    found = None
-    if screen is not None:
-        started = time.process_time()
-        found = redactor.screen_columns(calls, call_updates, spans, span_updates, screen)
-        stats["screen_cpu_ms"] = round((time.process_time() - started) * 1000)
-    return call_updates, span_updates, audit, stats, found
 
 
 def _exchange_lines(analyzer: TextAnalyzer, conn: Connection, todo: Sequence[Request], peers: int) -> None:
