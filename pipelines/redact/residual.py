@@ -389,7 +389,12 @@ class _CleanValues:
                             clean[i] = False
                 continue
             # nested values (lists of hashes, maps): the distinct strings of the whole column
-            if self._dirty_strings({string: string for string in set(_identifier_strings(values))}):
+            shallow = _shallow_strings(values)
+            if shallow is not None:
+                strings = self._escaped_strings(shallow) if not _plain_ids(shallow) else {}
+            else:
+                strings = {string: string for string in set(_identifier_strings(values))}
+            if self._dirty_strings(strings):
                 for i, value in enumerate(values):
                     if clean[i] and not self.identifiers_clean([value]):
                         clean[i] = False
@@ -565,6 +570,42 @@ def _plain_ids(strings: list[str]) -> bool:
     if not rest:
         return True
     return not rest.translate(None, b"_") and _WORD_ID_KEYS.search(data.decode()) is None
+
+
+def _shallow_strings(values: list[Any]) -> list[str] | None:
+    """The distinct strings (dict keys too) of values that are scalars, dicts of
+    scalars, or lists of scalars or of such dicts, gathered by set updates instead
+    of ``orjson.dumps`` and a split (a day's ``block_hashes`` hold two million
+    strings); None when a value is deeper than that or a key is not a string."""
+    found: set[Any] = set()
+    keys: set[Any] = set()
+    try:
+        for value in values:
+            kind = type(value)
+            if kind is dict:
+                keys.update(value)
+                found.update(value.values())
+            elif kind is list or kind is tuple:
+                for item in value:
+                    if type(item) is dict:
+                        keys.update(item)
+                        found.update(item.values())
+                    else:
+                        found.add(item)
+            else:
+                found.add(value)
+    except TypeError:  # a list or dict inside: deeper than this reads
+        return None
+    if any(type(key) is not str for key in keys):
+        return None
+    strings = list(keys)
+    for value in found:
+        kind = type(value)
+        if kind is str:
+            strings.append(value)
+        elif kind not in _SCALAR_TYPES:
+            return None
+    return strings
 
 
 def _no_value(value: Any) -> None:
