@@ -56,6 +56,12 @@ class _Columns:
 
 _CALL_COLUMNS = _Columns(CALLS, "calls")
 _SPAN_COLUMNS = _Columns(SPANS, "spans")
+# the `spans` columns span_for_call takes from the call
+_FROM_CALL = frozenset(
+    ("trace_id", "span_id", "parent_span_id", "session_id", "user_id", "call_id", "source_format", "source_uri",
+     "source_etag", "source_line", "kind", "name", "occurred_at", "ended_at", "duration_ms", "status",
+     "input_tokens", "output_tokens", "cost_usd")
+)  # fmt: skip
 
 
 def document_row(doc_id: Any, rank: int, score: Any, text: Any, tokens: int | None = None) -> dict[str, Any]:
@@ -118,9 +124,11 @@ def finalize_call(
     return call
 
 
-def finalize_span(span: dict[str, Any]) -> dict[str, Any]:
+def finalize_span(span: dict[str, Any], *, span_key: str | None = None) -> dict[str, Any]:
+    """Derive the key, date, duration and fingerprint. ``span_key``: the key when the
+    caller has it already (an llm span's is its call's ``call_id``, the same hash)."""
     _require(span, "span")
-    span["span_key"] = canonical.call_id(span["source_format"], span["trace_id"], span["span_id"])
+    span["span_key"] = span_key or canonical.call_id(span["source_format"], span["trace_id"], span["span_id"])
     span["occurred_date"] = span["occurred_at"].date()
     if span.get("duration_ms") is None:
         span["duration_ms"] = _ms_between(span.get("occurred_at"), span.get("ended_at"))
@@ -129,32 +137,38 @@ def finalize_span(span: dict[str, Any]) -> dict[str, Any]:
 
 
 def span_for_call(call: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
-    """The `spans` row of an LLM call, so every call is also a span."""
+    """The `spans` row of an LLM call, so every call is also a span.
+
+    Built straight onto a copy of the all-None row, and keyed by the call's own
+    ``call_id`` (the same hash of the same three values ``finalize_span`` would
+    compute): one of these is built for every call of a day (issue 13)."""
+    if fields and fields.keys() & _FROM_CALL:
+        raise TypeError(f"span_for_call: these columns come from the call: {sorted(fields.keys() & _FROM_CALL)}")
     usage = call.get("usage") or {}
-    return finalize_span(
-        new_span(
-            trace_id=call["trace_id"],
-            span_id=call["span_id"],
-            parent_span_id=call.get("parent_span_id"),
-            session_id=call.get("session_id"),
-            user_id=call.get("user_id"),
-            call_id=call["call_id"],
-            source_format=call["source_format"],
-            source_uri=call.get("source_uri"),
-            source_etag=call.get("source_etag"),
-            source_line=call.get("source_line"),
-            kind="llm_call",
-            name=f"chat {call.get('request_model') or ''}".strip(),
-            occurred_at=call.get("occurred_at"),
-            ended_at=call.get("ended_at"),
-            duration_ms=call.get("latency_ms"),
-            status=call.get("status"),
-            input_tokens=usage.get("input_tokens"),
-            output_tokens=usage.get("output_tokens"),
-            cost_usd=usage.get("cost_usd"),
-            **fields,
-        )
+    span = _SPAN_COLUMNS.row(fields) if fields else _SPAN_COLUMNS.empty.copy()
+    get = call.get
+    span.update(
+        trace_id=call["trace_id"],
+        span_id=call["span_id"],
+        parent_span_id=get("parent_span_id"),
+        session_id=get("session_id"),
+        user_id=get("user_id"),
+        call_id=call["call_id"],
+        source_format=call["source_format"],
+        source_uri=get("source_uri"),
+        source_etag=get("source_etag"),
+        source_line=get("source_line"),
+        kind="llm_call",
+        name=f"chat {get('request_model') or ''}".strip(),
+        occurred_at=get("occurred_at"),
+        ended_at=get("ended_at"),
+        duration_ms=get("latency_ms"),
+        status=get("status"),
+        input_tokens=usage.get("input_tokens"),
+        output_tokens=usage.get("output_tokens"),
+        cost_usd=usage.get("cost_usd"),
     )
+    return finalize_span(span, span_key=call["call_id"])
 
 
 # What pyarrow raises for a value that does not fit a column; its messages quote the value.

@@ -17,6 +17,7 @@ from datetime import UTC, date, datetime
 
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from pipelines.demo import generate
@@ -209,3 +210,142 @@ def test_detection_from_the_first_line_reads_what_the_whole_object_gives(case):
     find the record reading the object as a document would."""
     data = FIRST_RECORDS[case]
     assert _first_record(data, lines=True) == _first_record(data, lines=False)
+
+
+def _day_objects(tmp_path, calls, seed):
+    day = date(2026, 11, 20)
+    generate(str(tmp_path / "source"), calls=calls, days=1, seed=seed, end=day)
+    store = ObjectStore(uri=str(tmp_path / "source"))
+    objects = [
+        SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
+        for i in store.list_day(day)
+    ]
+    return day, objects
+
+
+def _reference_span_for_call(call, **fields):
+    """span_for_call as it was written before issue 13's fourth round: new_span, then finalize_span."""
+    from pipelines.record.rows import finalize_span, new_span
+
+    usage = call.get("usage") or {}
+    return finalize_span(
+        new_span(
+            trace_id=call["trace_id"],
+            span_id=call["span_id"],
+            parent_span_id=call.get("parent_span_id"),
+            session_id=call.get("session_id"),
+            user_id=call.get("user_id"),
+            call_id=call["call_id"],
+            source_format=call["source_format"],
+            source_uri=call.get("source_uri"),
+            source_etag=call.get("source_etag"),
+            source_line=call.get("source_line"),
+            kind="llm_call",
+            name=f"chat {call.get('request_model') or ''}".strip(),
+            occurred_at=call.get("occurred_at"),
+            ended_at=call.get("ended_at"),
+            duration_ms=call.get("latency_ms"),
+            status=call.get("status"),
+            input_tokens=usage.get("input_tokens"),
+            output_tokens=usage.get("output_tokens"),
+            cost_usd=usage.get("cost_usd"),
+            **fields,
+        )
+    )
+
+
+def test_llm_spans_are_the_reference_rows(tmp_path):
+    """span_for_call builds onto the all-None row and takes the call's call_id as the
+    span key: every llm span of a demo day (both formats that build them, with and without
+    extra columns) is, key for key and value for value, what new_span + finalize_span give."""
+    from pipelines.record.rows import span_for_call
+
+    day, objects = _day_objects(tmp_path, 300, 11)
+    batch = ingest_objects(objects, day, "run", datetime(2026, 11, 21, tzinfo=UTC))
+    llm_spans = {s["span_key"]: s for s in batch.spans if s["kind"] == "llm_call"}
+    assert {c["source_format"] for c in batch.calls} == {"frozen_call", "agent_events"}
+    assert len(llm_spans) == len(batch.calls)
+    for call in batch.calls:
+        extra = {k: llm_spans[call["call_id"]][k] for k in ("step_index", "attributes_json")}
+        extra = {k: v for k, v in extra.items() if v is not None}
+        for fields in ({}, extra, {"attributes_json": '{"name":"x"}'}):
+            got, expected = span_for_call(call, **fields), _reference_span_for_call(call, **fields)
+            assert list(got) == list(expected)
+            assert got == expected
+        # ingest_object stamps ingested_at on every row afterwards
+        assert span_for_call(call, **extra) == {**llm_spans[call["call_id"]], "ingested_at": None}
+    with pytest.raises(TypeError):
+        span_for_call(batch.calls[0], status="ok")
+    with pytest.raises(KeyError):
+        span_for_call(batch.calls[0], not_a_column=1)
+
+
+def test_a_write_in_one_chunk_stores_the_rows_of_many(tmp_path):
+    """Rows arriving as many record batches (one per source object) are written in one
+    chunk per column: the table read back holds exactly them."""
+    from pipelines.resources.warehouse import Warehouse, one_chunk
+
+    day, objects = _day_objects(tmp_path, 120, 3)
+    batch = ingest_objects(objects, day, "run", datetime(2026, 11, 21, tzinfo=UTC))
+    # as the rows of many objects come: many small record batches
+    calls = pa.Table.from_batches(batch.arrow("calls").to_batches(max_chunksize=7))
+    assert calls.column(0).num_chunks > 1
+    single = one_chunk(calls)
+    assert single.column(0).num_chunks == 1 and single.equals(calls)
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    morning = pc.less(pc.hour(calls["occurred_at"]), 12)
+    first, second = calls.filter(morning), calls.filter(pc.invert(morning))
+    assert first.column(0).num_chunks > 1 and second.num_rows
+    assert warehouse.merge("calls", first, partitions={day}, append_when_empty=True).inserted == first.num_rows
+    # the afternoon's hours hold no file yet: appended (Warehouse._append), not merged
+    version = warehouse.table("calls").version()
+    assert warehouse.merge("calls", second, partitions={day}, append_when_empty=True).inserted == second.num_rows
+    assert warehouse.table("calls").history(1)[0]["operation"] == "WRITE"
+    assert warehouse.table("calls").version() == version + 1
+    stored = warehouse.read("calls").sort("call_id")
+    assert stored.height == calls.num_rows
+    assert stored["call_id"].to_list() == sorted(calls["call_id"].to_pylist())
+    assert stored["record_sha256"].to_list() == [
+        r for _, r in sorted(zip(calls["call_id"].to_pylist(), calls["record_sha256"].to_pylist(), strict=True))
+    ]
+
+
+def _by_object(objects, day, now):
+    """The reference: every object checked against the schema on its own (ingest_object), then assembled."""
+    from pipelines.ingest import IngestBatch, assemble_batch, ingest_object
+
+    batch = IngestBatch()
+    for obj in objects:
+        batch.add(ingest_object(obj, day, "run", now))
+    assemble_batch(batch)
+    return batch
+
+
+def _same_batches(got, expected):
+    for table in ("calls", "spans", "ingest_log", "quarantine"):
+        assert getattr(got, table) == getattr(expected, table), table
+    for table in ("calls", "spans"):
+        assert got.arrow(table).equals(expected.arrow(table)), table
+
+
+def test_the_day_schema_check_is_the_check_of_each_object(tmp_path):
+    """ingest_objects converts a clean day's rows at once (one record batch per table) and
+    gives what checking object by object gives; with a value that does not fit in one
+    object it falls back to the check per object, which quarantines that record alone."""
+    now = datetime(2026, 11, 21, tzinfo=UTC)
+    day, objects = _day_objects(tmp_path, 150, 9)
+    clean = ingest_objects(objects, day, "run", now)
+    assert [len(pieces) for pieces in clean.converted.values()] == [1, 1]
+    _same_batches(clean, _by_object(objects, day, now))
+
+    frozen = next(o for o in objects if o.key.endswith(".jsonl.gz") and b"tracelake.frozen_call" in o.data)
+    lines = frozen.data.splitlines()
+    bad = json.loads(lines[1])
+    bad["request"]["max_tokens"] = "not a number"  # the request body is stored as sent: the schema check finds it
+    data = b"\n".join([lines[0], json.dumps(bad).encode(), *lines[2:]]) + b"\n"
+    broken = SourceObject(frozen.key, frozen.uri, "e2", len(data), frozen.last_modified, data)
+    objects = [broken if o is frozen else o for o in objects]
+    got = ingest_objects(objects, day, "run", now)
+    _same_batches(got, _by_object(objects, day, now))
+    assert [(q["source_key"], q["line"], q["error_class"]) for q in got.quarantine] == [(frozen.key, 2, "wrong_type")]
+    assert len(got.calls) == len(clean.calls) - 1
