@@ -312,6 +312,7 @@ class Redactor:
         templated = call.get("template_id") or call.get("template_version")
         return self.templated_walker if templated else self.walker
 
+    @_gc_paused()
     def _redact_in_workers(
         self,
         calls: Sequence[dict[str, Any]],
@@ -324,16 +325,6 @@ class Redactor:
         screened) while the other worker is still busy. No cyclic GC meanwhile:
         unpickling a shard's results and finishing its rows make millions of
         objects, and collections over the day's rows cost more than the work."""
-        with _gc_paused():
-            return self._redact_in_workers_now(calls, spans, now, screen)
-
-    def _redact_in_workers_now(
-        self,
-        calls: Sequence[dict[str, Any]],
-        spans: Sequence[dict[str, Any]],
-        now: datetime,
-        screen: tuple[str, ...] | None,
-    ) -> RedactionResult:
         out_calls: list[Any] = [None] * len(calls)
         out_spans: list[Any] = [None] * len(spans)
         found: dict[str, list[Any]] = {"calls": [None] * len(calls), "spans": [None] * len(spans)}

@@ -75,7 +75,6 @@ _ESCAPES = regex.compile(r'\\+(u[0-9a-fA-F]{4}|[nrtbf"/\\])?')
 # a negative integer holding a card number: the card pattern wants no "-" before it
 _NEGATIVE_CARD = regex.compile(r"-(\d{12,19})(?!\d)")
 GATE_MEMO_LIMIT = 200_000
-IDENTIFIER_CHUNK = 2_000  # rows whose identifier strings are judged together
 # values of an identifier column whose strings are the values themselves
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None), datetime, date})
 # What some pattern of the scan needs in a text, as substring tests and two short
@@ -351,20 +350,6 @@ class _CleanValues:
             self._remember(line, clean)
         return clean
 
-    def identifiers_clean_rows(self, rows: list[Any]) -> list[bool]:
-        """``identifiers_clean`` of each row, the strings of many rows judged at
-        once: the ids of a batch are mostly the same few (uris, models, services)
-        plus hashes, and one ``orjson.dumps`` of all of them is cheaper than one
-        per row. A row holding a string not judged clean is judged on its own."""
-        out: list[bool] = []
-        for start in range(0, len(rows), IDENTIFIER_CHUNK):
-            chunk = rows[start : start + IDENTIFIER_CHUNK]
-            if self.identifiers_clean(chunk):
-                out += [True] * len(chunk)
-            else:
-                out += [self.identifiers_clean(row) for row in chunk]
-        return out
-
     def identifier_rows_clean(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[bool]:
         """``identifiers_clean`` of each row's values in ``columns``, judged column by
         column: a column's distinct strings once (a uri, a model, a service repeat
@@ -426,6 +411,7 @@ class _CleanValues:
         return {raw for raw, form in zip(left, escaped, strict=True) if not self.identifiers_clean_string(form)}
 
     def identifiers_clean_string(self, value: str) -> bool:
+        """One identifier string (escaped as JSON) judged as ``identifiers_clean`` judges it, once per scan."""
         if value.isalnum() and (value.islower() or value.isdigit()):
             return True
         memo = self._identifiers
@@ -451,22 +437,7 @@ class _CleanValues:
         # left: hashes and ids, mostly. All of them lower-case letters and digits? (at C speed)
         if not "\x00".join(strings).encode("utf-8", "surrogatepass").translate(None, _PLAIN_ID_BYTES):
             return True
-        memo = self._identifiers
-        for value in strings:
-            if value.isalnum() and (value.islower() or value.isdigit()):
-                continue
-            clean = memo.get(value)
-            if clean is None:
-                clean = not self.counter.may_count(value, structural=True)
-                if len(memo) >= GATE_MEMO_LIMIT:
-                    memo.clear()
-                    self._clean_ids.clear()
-                memo[value] = clean
-                if clean:
-                    self._clean_ids.add(value)
-            if not clean:
-                return False
-        return True
+        return all(map(self.identifiers_clean_string, strings))
 
     def _remember(self, value: str, clean: bool) -> None:
         if len(self._memo) >= GATE_MEMO_LIMIT:
