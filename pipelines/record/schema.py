@@ -200,6 +200,8 @@ CALLS = pa.schema(
         ("request_sha256", pa.string()),
         ("request_hash_matches", pa.bool_()),
         ("block_hashes", pa.list_(BLOCK_HASH)),
+        # the rot check's ingredient-set key, derived on every write (pipelines/rot/set_key.py)
+        ("rot_set_key", pa.string()),
         # capture quality: the replayability of the call
         ("context_complete", pa.bool_()),
         ("content_captured", pa.bool_()),

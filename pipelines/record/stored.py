@@ -52,6 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipelines.record.schema import CALLS, SPANS
+from pipelines.rot.set_key import KEY_COLUMN, KEY_COLUMNS, set_keys
 
 # Hex digits of record_sha256 kept outside `calls`. A merge compares a row only with the
 # stored row of the same key, so what matters is the chance that a row that did change
@@ -107,6 +108,9 @@ def to_stored(
         data = without_call_values(name, data, calls)
     names = data.schema.names
     if name == "calls":
+        # derived from the values written, after redaction: it always describes its row
+        keys = set_keys(pl.from_arrow(data.select(KEY_COLUMNS)))
+        data = data.set_column(names.index(KEY_COLUMN), KEY_COLUMN, keys.to_arrow().cast(pa.string()))
         computed, recorded = data["request_sha256"], data["rendered_request_sha256"]
         matches = pc.fill_null(data["request_hash_matches"], False)
         same = pc.and_(matches, pc.fill_null(pc.equal(computed, recorded), False))
@@ -216,6 +220,8 @@ def from_stored(name: str, frame: pl.LazyFrame, stored_scan: Callable[[str], pl.
     if name in LAYOUT_COLUMNS:
         frame = frame.drop(LAYOUT_COLUMNS[name], strict=False)
     if name == "calls":
+        if KEY_COLUMN not in frame.collect_schema().names():  # a table written before the column
+            frame = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
         return frame.with_columns(computed_request_sha256())
     if name == "spans":
         calls = stored_scan("calls")

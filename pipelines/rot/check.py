@@ -27,7 +27,7 @@ them does not make a call look rotted.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
@@ -76,6 +76,8 @@ CALL_COLUMNS = (
     "context_complete",
     "truncated",
     "flags",
+    # the stored ingredient-set key (pipelines.rot.set_key); only the grouped check reads it
+    "rot_set_key",
 )
 REQUEST_KEYS = ("model", "system", "messages", "tools", "metadata")
 
@@ -160,11 +162,6 @@ class Checker:
         return [self.check(call) for call in calls]
 
     def check(self, call: Mapping[str, Any]) -> RotCheck:
-        return self.check_rerendered(call)[0]
-
-    def check_rerendered(self, call: Mapping[str, Any]) -> tuple[RotCheck, Mapping[str, Any] | None, Rerendered | None]:
-        """(the verdict, the recorded request, today's request when one was made): the
-        grouped check reuses the request of the call it judged for the rest of its set."""
         call, state = self.redaction.prepare(call)
         result = RotCheck(
             call_id=call["call_id"],
@@ -190,40 +187,58 @@ class Checker:
             missing.append("request")
         if missing:
             result.missing = missing
-            return result, request, None
+            return result
         if call.get("request_hash_matches") is False:
             # The recorded body is not the one the hash witnessed (the app logged
             # other bytes than it sent): its blocks prove nothing.
             result.missing = ["request_matching_hash"]
             result.detail.append("the recorded request does not hash to rendered_request_sha256")
-            return result, request, None
+            return result
         if not self.redaction.keyed_hashes_usable(call):
             result.missing = ["hash_key"]
             result.detail.append("block hashes were keyed with another hash key; set the one redaction used")
-            return result, request, None
+            return result
 
+        self.judge(call, request, _recorded_documents(call), state, result)
+        return result
+
+    def judge(
+        self,
+        call: Mapping[str, Any],
+        request: Mapping[str, Any],
+        docs: Sequence[Mapping[str, Any]],
+        state: str,
+        result: RotCheck,
+        reproduces: Callable[[Rerendered], bool] | None = None,
+    ) -> Rerendered | None:
+        """Re-render a call whose record has what the check needs and fill in ``result``;
+        today's request, or None when an ingredient is missing. ``reproduces`` says whether
+        today's request is the recorded one; by default its hash is compared (and kept)."""
         template = self.ingredients.template(result.template_id, result.template_version)
-        docs = _recorded_documents(call)
         if template is not None:
             result.template_sha256 = template.sha256
             if template.uses_documents and not docs:
                 result.missing = ["doc_ids"]
-                return result, request, None
+                return None
             if call.get("template_variables_json") is None and template.variables:
                 result.missing = ["template_variables"]
-                return result, request, None
+                return None
 
         today = rerender_request(call, request, template, docs, self.ingredients, self.renderer, self.today)
         result.model_snapshot = today.model
         if today.complete:
-            result.rerendered_sha256 = sha256_hex(canonical_object(today.pieces))
-            if state != REDACTED and not today.system.impure and result.rerendered_sha256 == result.recorded_sha256:
+            if reproduces is None:
+                result.rerendered_sha256 = sha256_hex(canonical_object(today.pieces))
+                same = result.rerendered_sha256 == result.recorded_sha256
+            else:
+                same = reproduces(today)
+            if state != REDACTED and not today.system.impure and same:
                 result.status = VERIFIED
                 result.basis = DECRYPTED_VALUES if state == DECRYPTED else FULL_REQUEST
                 result.replay_fidelity = EXACT
-                return result, request, today
+                return today
         self._compare_blocks(call, request, template, docs, today, state, result)
-        return result, request, today
+        return today
 
     # -- the record ---------------------------------------------------------
 

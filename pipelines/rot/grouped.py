@@ -6,9 +6,12 @@ variables, documents, route, model alias, and the recorded hashes of the
 blocks those make: model, params, tools, documents, system). Every call of a
 set reaches the same verdict, components and notes: ``Checker.check`` decides
 on what the set has in common, and the call's own parts (its messages and
-metadata) come from the record on both sides of the comparison. So the check
-runs ``Checker.check`` on one call per set and gives its verdict to the
-others; only the per-call columns are computed per call, vectorised:
+metadata) come from the record on both sides of the comparison. The set is
+named by the key stored with each call (``calls.rot_set_key``, see
+``pipelines.rot.set_key``; computed here for calls stored before it). So the
+check judges each set's classes (one per recorded system prompt) once, with
+``Checker.judge`` on the class's columns, and gives the verdict to their
+calls; only the per-call columns are computed per call, vectorised:
 ``recorded_sha256``, ``replay_fidelity`` and, where the request did not
 reproduce, ``rerendered_sha256`` (today's blocks spliced around the call's
 recorded messages, then hashed).
@@ -38,6 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+import orjson
 import polars as pl
 import pyarrow as pa
 
@@ -53,8 +57,9 @@ from pipelines.rot.check import (
     _recorded_documents,
 )
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
-from pipelines.rot.redaction import REDACTED_FLAG
+from pipelines.rot.redaction import RAW, REDACTED_FLAG
 from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
+from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, metadata_dropped, set_keys
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
 VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
@@ -169,65 +174,31 @@ def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fast_eligible(checker: Checker) -> pl.Expr:
-    """Calls whose verdict is their ingredient set's: not redacted, and with everything
-    the check reads present (the others reach an early verdict per call anyway)."""
+    """Calls whose verdict is their ingredient set's: in a set (``_key``, see
+    ``pipelines.rot.set_key``), not redacted by the run's audits either, and with stored
+    bytes the recorded hash witnessed (the others reach an early verdict per call anyway)."""
     return (
-        ~_redacted(checker)
-        & pl.col("block_hashes").is_not_null()
-        & pl.col("request_json").is_not_null()
-        & pl.col("rendered_request_sha256").is_not_null()
-        & pl.col("template_id").is_not_null()
-        & pl.col("template_version").is_not_null()
+        (pl.col("_key") != NOT_GROUPABLE).fill_null(False)
+        & ~_redacted(checker)
         & pl.col("request_hash_matches").ne(False).fill_null(True)
         # the stored bytes are the ones the hash witnessed
         & (computed_request_sha256() == pl.col("rendered_request_sha256")).fill_null(False)
-        # a top-level "messages" key, which the re-rendered request always has
-        & pl.col("request_json").str.contains('"messages":[', literal=True)
     )
 
 
-_BLOCK = pl.element().struct.field("block")
+def _day_set_keys(calls: pl.DataFrame) -> pl.Series:
+    """Each call's stored ``rot_set_key``; computed here (the same function) for calls
+    stored before the column existed, so that a day mixing both groups as one."""
+    stored = calls.get_column(KEY_COLUMN) if KEY_COLUMN in calls.columns else None
+    if stored is None or stored.null_count() == calls.height:
+        return set_keys(calls)
+    missing = stored.is_null()
+    if not missing.any():
+        return stored
+    at = missing.arg_true()
+    return stored.clone().scatter(at, set_keys(calls[at]))
 
 
-def _set_columns() -> dict[str, pl.Expr]:
-    """What makes two calls one ingredient set, besides template, variables, route and alias:
-    their documents (ids and ranks as stored) and the recorded hashes of the blocks the
-    set decides (model, params, tools, each document; the document blocks stand for
-    the recorded texts, so every document must have one).
-
-    Each is one list of structs per call, made by one ``list.eval`` (polars groups by
-    such lists directly; a list per field costs five times as much to build)."""
-    # (a call without documents groups apart from one with an empty list: no harm, and
-    # filling the nulls in costs more than the key)
-    docs = pl.col("retrieval").struct.field("documents")
-    keyed = _BLOCK.is_in(list(_KEY_BLOCKS)) | _BLOCK.str.starts_with("document:")
-    sha, algorithm = pl.element().struct.field("sha256"), pl.element().struct.field("algorithm")
-    return {
-        "_docs": docs.list.eval(pl.struct(pl.element().struct.field("doc_id"), pl.element().struct.field("rank"))),
-        "_blocks": pl.col("block_hashes").list.eval(pl.struct(_BLOCK, sha, algorithm).filter(keyed)),
-        # the last one, as the check's block -> hash dict keeps it
-        "_system_block": pl.col("block_hashes").list.eval(pl.element().filter(_BLOCK == "system")).list.last(),
-        "_doc_count": docs.list.len().fill_null(0),
-    }
-
-
-def _documents_hashed() -> pl.Expr:
-    """Every stored document has a recorded block (counted as the check's dict counts them)."""
-    return pl.col("_blocks").list.eval(_BLOCK.str.starts_with("document:")).list.sum() == pl.col("_doc_count")
-
-
-GROUP_KEY = (
-    "template_id",
-    "template_version",
-    "template_variables_json",
-    "service",
-    "model_alias",
-    "_docs",
-    "_blocks",
-    "_metadata_dropped",
-)
-# What json_path_match gives for the falsy metadata values rerender_request leaves out.
-_FALSY_JSON = ("{}", "[]", "", "0", "0.0", "-0.0", "false")
 # Per-call columns of the verdict, straight from the call.
 _OWN = ("call_id", "trace_id", "service", "occurred_date", "template_id", "template_version", "model_alias")
 
@@ -299,7 +270,7 @@ class _Sets:
     def __init__(self, checker: Checker, base: pl.DataFrame):
         self.checker = checker
         self.base = base
-        self._columns = [c for c in base.columns if c != "_row"]
+        self._columns = [c for c in base.columns if c not in ("_row", "_key")]
         self.printed: dict[str, PrintedScores | None] = {}
         self._no_scores: dict[str, bool] = {}
 
@@ -323,16 +294,6 @@ class _Sets:
         if template.sha256 not in self.printed:
             self.printed[template.sha256] = PrintedScores.of(template)
         return self.printed[template.sha256]
-
-    @staticmethod
-    def pieces(request: Mapping[str, Any], today: Rerendered) -> tuple[dict[str, str], dict[str, str]]:
-        """(the recorded request's top-level pieces but its own part, today's pieces)."""
-        # the stored request is canonical JSON (see the module docstring); the call's
-        # own part is never serialised again, only located
-        recorded = {
-            k: canonical_json(v) for k, v in request.items() if k not in ("messages", "metadata") and v is not None
-        }
-        return recorded, today.pieces
 
 
 def _frame(columns: Mapping[str, list], schema: Mapping[str, pl.DataType]) -> pl.DataFrame:
@@ -361,48 +322,51 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
     if calls.is_empty():
         return pl.DataFrame(schema=VERDICT_SCHEMA)
-    base = calls.with_row_index("_row")
+    base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
+    system = pl.col("block_hashes").list.eval(pl.element().filter(pl.element().struct.field("block") == "system"))
     keys = base.select(
         "_row",
-        *GROUP_KEY[:5],
-        *(c for c in _OWN if c not in GROUP_KEY),
+        *_OWN,
         "rendered_request_sha256",
+        "_key",
         _fast=_fast_eligible(checker),
         _retained=_full_bytes_retained(),
         _early=_early_missing(checker),
-        _has_metadata=pl.col("request_json").str.contains(',"metadata":', literal=True).fill_null(False),
-        **_set_columns(),
+        # the last one, as the check's block -> hash dict keeps it
+        _system_block=system.list.last(),
     )
-    # a falsy metadata value is in the record but not in today's request: a set's calls
-    # share it or not (parsed only where a top-level metadata key can be)
-    maybe = keys.filter(pl.col("_has_metadata"))["_row"]
-    values = base["request_json"].gather(maybe).str.json_path_match("$.metadata")
-    dropped = maybe.filter(values.is_in(list(_FALSY_JSON))).to_list()
-    keys = keys.with_columns(
-        _metadata_dropped=pl.col("_row").is_in(dropped),
-        _documents_hashed=_documents_hashed(),
-        _system=pl.col("_system_block").struct.field("sha256"),
-        _system_algorithm=pl.col("_system_block").struct.field("algorithm"),
-    )
-    in_sets = pl.col("_fast") & pl.col("_documents_hashed")
-    fast = keys.filter(in_sets)
-    # (the key's list columns are not copied where they are not read)
-    early = keys.select(pl.exclude("_docs", "_blocks", "_system_block")).filter(pl.col("_early").is_not_null())
+    fast = keys.filter(pl.col("_fast"))
+    early = keys.filter(pl.col("_early").is_not_null())
     slow_rows: list[int] = (
-        keys.select(pl.col("_row").filter(~in_sets & pl.col("_early").is_null())).to_series().to_list()
+        keys.select(pl.col("_row").filter(~pl.col("_fast") & pl.col("_early").is_null())).to_series().to_list()
     )
     sets = _Sets(checker, base)
     groups = (
-        fast.group_by(list(GROUP_KEY))
+        fast.group_by("_key")
         .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
         .sort("_rep")  # in order of first appearance, as maintain_order gives, for less
         .with_row_index("_gid")
     )
-    # from here on only what a call's verdict row needs (each step copies every column it carries)
-    fast = fast.select(
-        "_row", *_OWN, "rendered_request_sha256", "_retained", "_system", "_system_algorithm", "_metadata_dropped"
+    groups = groups.with_columns(
+        base.select("template_id", "template_version")[groups["_rep"]],
+        # every call of a set records a falsy metadata value or none does (it is in the key)
+        _metadata_dropped=metadata_dropped(base["request_json"].gather(groups["_rep"])),
     )
-    fast = _with_ids(fast, groups, "_gid", base.height)
+    # from here on only what a call's verdict row needs (each step copies every column it carries)
+    fast = _with_ids(
+        fast.select(
+            "_row",
+            *_OWN,
+            "rendered_request_sha256",
+            "_retained",
+            _system=pl.col("_system_block").struct.field("sha256"),
+            _system_algorithm=pl.col("_system_block").struct.field("algorithm"),
+        ),
+        groups,
+        "_gid",
+        base.height,
+    )
+    fast = fast.with_columns(groups["_metadata_dropped"].gather(fast["_gid"]))
 
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
@@ -462,7 +426,6 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     """Check one call per class, give its verdict to the class, and compute the
     per-call columns. ``system_of`` re-renders the classes whose system prompt
     differs per call (printed scores)."""
-    checker = sets.checker
     classes = (
         members.group_by(class_key)
         .agg(pl.col("_row").alias("_rows"), pl.col("_row").min().alias("_rep"))
@@ -470,16 +433,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
-    shared: dict[str, list] = {name: [] for name in SHARED}
-    complete: list[bool] = []
-    pieces_of: dict[int, tuple[dict[str, str] | None, dict[str, str]]] = {}
-    for class_id, call in zip(classes["_class"], sets.calls(classes["_rep"]), strict=True):
-        check, request, today = checker.check_rerendered(call)
-        for name in SHARED:
-            shared[name].append(getattr(check, name))
-        complete.append(check.rerendered_sha256 is not None)
-        if check.status != VERIFIED and check.rerendered_sha256 is not None:
-            pieces_of[class_id] = sets.pieces(request, today)
+    shared, complete, pieces_of = _class_verdicts(sets, classes["_rep"])
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -520,6 +474,102 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
+_OWN_KEYS = ("messages", "metadata")
+
+
+def _parsed(request_json: str) -> dict[str, Any]:
+    """``json.loads``, by orjson where it reads the same (it refuses ints over 64 bits)."""
+    try:
+        return orjson.loads(request_json)
+    except orjson.JSONDecodeError:
+        return json.loads(request_json)
+
+
+# the columns of a class's representative its verdict reads
+_REP_COLUMNS = (
+    "call_id",
+    "template_id",
+    "template_version",
+    "template_variables_json",
+    "service",
+    "model_alias",
+    "request_json",
+    "rendered_request_sha256",
+)
+
+
+def _class_verdicts(
+    sets: _Sets, reps: pl.Series
+) -> tuple[dict[str, list], list[bool], dict[int, tuple[dict[str, str], dict[str, str]]]]:
+    """The verdict of each class (one call each at ``reps``), as ``Checker.check`` reaches
+    it on any of its calls: (the ``SHARED`` columns, whether today's request could be made,
+    class -> the recorded and today's pieces where it did not reproduce).
+
+    These calls are unredacted and their stored bytes are the canonical JSON the recorded
+    hash witnessed (``_fast_eligible``), so the check's own steps are taken once per class
+    (``Checker.judge``) on what the class has in common, read column by column: no call
+    row is built, and the request does not reproduce exactly when its pieces other than
+    the call's own part (its messages and metadata, which come from the record on both
+    sides) differ from today's, or it records a falsy metadata value that today's
+    request leaves out; its hash is not computed."""
+    checker = sets.checker
+    base = sets.base
+    columns = base.select(_REP_COLUMNS)[reps]
+    values = [columns[name].to_list() for name in _REP_COLUMNS]
+    hashes = base["block_hashes"].gather(reps).to_arrow().to_pylist()
+    documents = base["retrieval"].struct.field("documents").gather(reps).to_arrow().to_pylist()
+    snapshot = checker.ingredients.index_snapshot
+    shared: dict[str, list] = {name: [] for name in SHARED}
+    complete: list[bool] = []
+    pieces_of: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
+    rows = enumerate(zip(*values, hashes, documents, strict=True))
+    for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs) in rows:
+        request = _parsed(text)
+        call = {
+            "call_id": call_id,
+            "template_id": template_id,
+            "template_version": version,
+            "template_variables_json": variables,
+            "service": service,
+            "model_alias": alias,
+            "block_hashes": blocks,
+            "retrieval": {"documents": docs},
+        }
+        result = RotCheck(
+            call_id=call_id,
+            trace_id=None,
+            service=service,
+            occurred_date=None,
+            status=UNVERIFIABLE,
+            recorded_sha256=sha,
+            template_id=template_id,
+            template_version=version,
+            index_snapshot=snapshot,
+            model_alias=alias,
+        )
+        # the stored request is canonical JSON (see the module docstring): the call's own
+        # part is never serialised again, only located
+        recorded = {k: canonical_json(v) for k, v in request.items() if k not in _OWN_KEYS and v is not None}
+        if isinstance(request.get("messages"), list):
+            # the messages are the record's on both sides: not serialised again
+            dropped = "metadata" in request and not request["metadata"]
+            own = {k: v for k, v in request.items() if k != "messages"}
+
+            def reproduces(today: Rerendered, recorded=recorded, dropped=dropped) -> bool:
+                return not dropped and {k: v for k, v in today.pieces.items() if k not in _OWN_KEYS} == recorded
+
+            today = checker.judge(call, own, _recorded_documents(call), RAW, result, reproduces)
+        else:  # a top-level "messages" that is not a list: the whole request is compared
+            today = checker.judge(call, request, _recorded_documents(call), RAW, result)
+        for name in SHARED:
+            shared[name].append(getattr(result, name))
+        made = today is not None and today.complete
+        complete.append(made)
+        if made and result.status != VERIFIED:
+            pieces_of[class_id] = (recorded, today.pieces)
+    return shared, complete, pieces_of
+
+
 def _rerendered_spliced(
     sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
 ) -> pl.Series:
@@ -548,10 +598,7 @@ def _rerendered_spliced(
         tails.append(splice.today_suffix.encode())
         prefixes.append(splice.prefix.encode())
         suffixes.append(splice.suffix.encode())
-    bounds = _frame(
-        {"_class": ids, "_prefix": prefixes, "_suffix": suffixes},
-        {"_class": pl.UInt32, "_prefix": pl.Binary, "_suffix": pl.Binary},
-    )
+    bounds = _frame({"_prefix": prefixes, "_suffix": suffixes}, {"_prefix": pl.Binary, "_suffix": pl.Binary})
     # where each call's own part lies in its bytes, checked against the set's prefix and
     # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
     request = pl.col("_request")
@@ -571,17 +618,20 @@ def _rerendered_spliced(
         .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
         .agg("_at", pl.col("_row").first())
     )
-    distinct = (
-        distinct.with_columns(_request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary))
-        .join(bounds, on="_class", how="left")
-        .select("_at", "_class", "_request", _ok=ok, _own=pl.when(ok).then(request.bin.slice(at, until - at)))
-    )
+    # each call's class bounds by position (class ids are small integers), not by a join
+    where = pl.Series([None] * (max(ids) + 1), dtype=pl.UInt32).scatter(ids, range(len(ids)))
+    at_bounds = where.gather(distinct["_class"])
+    distinct = distinct.with_columns(
+        _request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary),
+        _prefix=bounds["_prefix"].gather(at_bounds),
+        _suffix=bounds["_suffix"].gather(at_bounds),
+    ).select("_at", "_class", "_request", _own=pl.when(ok).then(request.bin.slice(at, until - at)))
     out: list[str] = []
     append = out.append
-    columns = zip(distinct["_class"].to_list(), distinct["_ok"].to_list(), distinct["_own"].to_list(), strict=True)
-    for j, (class_id, fits, own) in enumerate(columns):
+    columns = zip(distinct["_class"].to_list(), distinct["_own"].to_list(), strict=True)
+    for j, (class_id, own) in enumerate(columns):
         i = position[class_id]
-        if fits:
+        if own is not None:
             digest = heads[i].copy()
             digest.update(own)
             digest.update(tails[i])
@@ -589,7 +639,8 @@ def _rerendered_spliced(
         else:
             text = distinct["_request"][j].decode()
             append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
-    return distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at").sort("_at").get_column("_hash")
+    spread = distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at")
+    return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
 
 
 _SYSTEM_HOLE = "\x00system\x00"

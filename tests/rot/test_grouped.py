@@ -14,7 +14,9 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
+from deltalake import write_deltalake
 
 from pipelines.demo import generate
 from pipelines.demo import stores as demo
@@ -22,12 +24,14 @@ from pipelines.ingest import SourceObject, ingest_object
 from pipelines.record.schema import CALLS
 from pipelines.resources.object_store import ObjectStore
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore, load_ingredients
+from pipelines.resources.warehouse import Warehouse
 from pipelines.rot.check import CALL_COLUMNS, STATUSES, Checker
 from pipelines.rot.grouped import VERDICT_FIELDS, check_frame, computed_request_sha256
 from pipelines.rot.ingredients import TemplateVersion
 from pipelines.rot.printed_scores import PrintedScores, never_reads_scores
 from pipelines.rot.render import render_template
 from pipelines.rot.rerender import DocRef
+from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, set_keys
 
 DAY = date(2026, 11, 20)
 CLOCK = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -55,15 +59,31 @@ def demo_day(root: Path, per_call_values: bool) -> tuple[pl.DataFrame, Checker]:
     return frame, Checker(ingredients, CLOCK)
 
 
+def with_stored_keys(frame: pl.DataFrame, every: int = 1) -> pl.DataFrame:
+    """The frame as the warehouse stores it: ``rot_set_key`` derived from each row
+    (``to_stored``); with ``every`` > 1 only every so many rows have it, the others
+    were stored before the column existed (null)."""
+    keys = set_keys(frame)
+    stored = pl.Series([k if i % every == 0 else None for i, k in enumerate(keys)], dtype=pl.String)
+    return frame.with_columns(stored.alias(KEY_COLUMN))
+
+
 def assert_same_verdicts(frame: pl.DataFrame, checker: Checker) -> pl.DataFrame:
+    """The grouped check gives every call the per-call verdict, whether the day's set keys
+    are computed at check time (null: stored before the column), stored, or both."""
     fresh = Checker(checker.ingredients, checker.clock)
     want = fresh.check_all(frame.iter_rows(named=True))
-    got = check_frame(Checker(checker.ingredients, checker.clock), frame)
-    assert got.height == len(want)
-    for expected, row in zip(want, got.iter_rows(named=True), strict=True):
-        for name in VERDICT_FIELDS:
-            assert row[name] == getattr(expected, name), (expected.call_id, name)
-    return got
+    computed = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
+    results = []
+    for day in (computed, with_stored_keys(frame), with_stored_keys(frame, every=2)):
+        got = check_frame(Checker(checker.ingredients, checker.clock), day)
+        assert got.height == len(want)
+        for expected, row in zip(want, got.iter_rows(named=True), strict=True):
+            for name in VERDICT_FIELDS:
+                assert row[name] == getattr(expected, name), (expected.call_id, name)
+        results.append(got)
+    assert results[0].equals(results[1]) and results[1].equals(results[2])
+    return results[0]
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["per-call-values", "no-per-call-values"])
@@ -186,3 +206,84 @@ def test_the_demo_option_prints_no_per_call_values_and_keeps_the_default():
     for template_id, versions in plain.items():
         for version, source in versions.items():
             assert never_reads_scores(TemplateVersion(template_id, version, source))
+
+
+def test_a_day_whose_calls_carry_the_stored_key_computes_none(day, monkeypatch):
+    (frame, checker), _ = day
+    stored = with_stored_keys(frame)
+    want = check_frame(Checker(checker.ingredients, checker.clock), stored)
+
+    def computed(calls):
+        raise AssertionError(f"{calls.height} set keys computed at check time")
+
+    monkeypatch.setattr("pipelines.rot.grouped.set_keys", computed)
+    assert check_frame(Checker(checker.ingredients, checker.clock), stored).equals(want)
+
+
+def test_the_set_key_names_the_ingredient_set(day):
+    (frame, _), _ = day
+    keys = set_keys(frame)
+    grouped = keys.filter(keys != NOT_GROUPABLE)
+    assert grouped.str.len_chars().unique().to_list() == [16] and grouped.str.contains("^[0-9a-f]+$").all()
+    # one key per set: the calls of a key share every field the key is made of
+    fields = frame.select(
+        "template_id",
+        "template_version",
+        "template_variables_json",
+        "service",
+        "model_alias",
+        docs=pl.col("retrieval").struct.field("documents").list.eval(pl.element().struct.field("doc_id")),
+    ).with_columns(keys.alias("key"))
+    per_key = fields.filter(pl.col("key") != NOT_GROUPABLE).group_by("key").agg(pl.all().n_unique())
+    assert per_key.drop("key").max_horizontal().max() == 1
+    assert 1 < grouped.n_unique() < grouped.len()
+    # calls without a template version cannot share a verdict
+    assert (keys.filter(frame["template_version"].is_null()) == NOT_GROUPABLE).all()
+
+    row = frame.filter(keys != NOT_GROUPABLE).head(1)
+    base = set_keys(row).item()
+    blocks = row["block_hashes"].to_list()[0]
+    docs = [b for b in blocks if b["block"].startswith("document:")]
+    assert docs, "the first groupable call has documents"
+    moved = [dict(b, sha256="0" * 64) if b is docs[0] else b for b in blocks]
+    request = json.loads(row["request_json"].item())
+    changes = {
+        "template_variables_json": pl.lit('{"other": 1}'),
+        "model_alias": pl.lit("another-alias"),
+        "block_hashes": pl.lit(pl.Series([moved], dtype=row.schema["block_hashes"])),
+        "request_json": pl.lit(json.dumps({**request, "metadata": {}}, sort_keys=True, separators=(",", ":"))),
+    }
+    for column, value in changes.items():
+        assert set_keys(row.with_columns(value.alias(column))).item() not in (base, NOT_GROUPABLE), column
+    assert set_keys(row.with_columns(pl.lit(["redacted"]).alias("flags"))).item() == NOT_GROUPABLE
+    without_doc_hash = pl.Series([[b for b in blocks if b is not docs[0]]], dtype=row.schema["block_hashes"])
+    assert set_keys(row.with_columns(pl.lit(without_doc_hash).alias("block_hashes"))).item() == NOT_GROUPABLE
+
+
+def test_the_warehouse_stores_the_key_of_every_call_it_writes(day, tmp_path):
+    (frame, checker), _ = day
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    rows = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
+    full = pl.from_arrow(pa.Table.from_pylist(rows.to_dicts(), schema=CALLS))
+    warehouse.merge("calls", full, partitions=[DAY])
+    stored = warehouse.read("calls", columns=list(CALL_COLUMNS)).sort("call_id")
+    assert stored[KEY_COLUMN].null_count() == 0
+    assert stored[KEY_COLUMN].equals(set_keys(stored))
+    assert check_frame(Checker(checker.ingredients, checker.clock), stored).equals(
+        check_frame(Checker(checker.ingredients, checker.clock), frame.sort("call_id"))
+    )
+
+
+def test_a_calls_table_written_before_the_key_reads_and_checks_as_before(day, tmp_path):
+    (frame, checker), _ = day
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    table = pa.Table.from_pylist(frame.to_dicts(), schema=CALLS)
+    old = table.drop_columns([KEY_COLUMN]).append_column(
+        "occurred_hour", pc.cast(pc.hour(table["occurred_at"]), pa.int32())
+    )
+    write_deltalake(warehouse.table_uri("calls"), old, partition_by=["occurred_date", "occurred_hour"])
+    stored = warehouse.read("calls", columns=list(CALL_COLUMNS)).sort("call_id")
+    assert stored[KEY_COLUMN].null_count() == stored.height
+    assert check_frame(Checker(checker.ingredients, checker.clock), stored).equals(
+        check_frame(Checker(checker.ingredients, checker.clock), frame.sort("call_id"))
+    )
