@@ -228,7 +228,8 @@ def main() -> None:
     stats = fast["stats"]
     if "ner_chars" in stats:
         print(f"  tracelake NER read {stats['ner_lines']:,} distinct lines ({stats['ner_chars'] / 1e6:.2f} MB), "
-              f"reused {stats['ner_lines_reused']:,} times")  # fmt: skip
+              f"reused {stats['ner_lines_reused']:,} times, {stats.get('ner_lines_received', 0):,} received "
+              "from the worker that read them")  # fmt: skip
 
     recalls = {name: recall(planted, run["corpora"]) for name, run in runs.items()}
     print("\nrecall per entity type on the labelled corpora of tests/redact")

@@ -14,7 +14,7 @@ Regex recognizers are not affected: they still see every text whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from pipelines.redact.nlp import LANGUAGE, LOWER_LEMMA, PipelineNlpEngine, person_names
 
@@ -79,13 +79,23 @@ class LineNames:
         self.lines_read = 0
         self.chars_read = 0
         self.lines_reused = 0
+        self.lines_received = 0
 
     def prepare(self, texts: Iterable[str]) -> None:
+        self.read(self.new_lines(texts))
+
+    def new_lines(self, texts: Iterable[str]) -> list[str]:
+        """The distinct lines of ``texts`` the model has not read and that may hold a name, in order."""
         todo: dict[str, None] = {}
+        found = self._found
         for text in texts:
             for _, line in lines(text):
-                if line not in self._found and line not in todo and may_name(line):
+                if line not in found and line not in todo and may_name(line):
                     todo[line] = None
+        return list(todo)
+
+    def read(self, todo: Sequence[str]) -> None:
+        """Run the model over these lines (as one batch) and remember their names."""
         if len(self._found) + len(todo) > CACHE_LIMIT:
             self._found.clear()
         short = [line for line in todo if len(line) <= self.max_line_chars]
@@ -95,6 +105,17 @@ class LineNames:
         for line in todo:
             if len(line) > self.max_line_chars:
                 self._store(line, self._long_line(line))
+
+    def found(self, lines: Iterable[str]) -> dict[str, tuple[Span, ...]]:
+        """The names of lines already read (for another process that needs them)."""
+        return {line: self._found[line] for line in lines}
+
+    def learn(self, found: dict[str, tuple[Span, ...]]) -> None:
+        """Names another process read: used as if read here (not counted as read)."""
+        if len(self._found) + len(found) > CACHE_LIMIT:
+            self._found.clear()
+        self._found.update(found)
+        self.lines_received += len(found)
 
     def spans(self, text: str) -> list[Span]:
         out: list[Span] = []

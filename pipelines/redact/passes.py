@@ -28,6 +28,8 @@ class Item:
     sensitive: set[tuple[str, str]] = field(default_factory=set)
     result: Any = None
     tally: RecordTally = field(default_factory=RecordTally)
+    # with a screen: each text column value as the apply pass wrote it (value, TEXT | JSON, path)
+    written: list[tuple[str, str, str]] | None = None
 
 
 def request_for(value: str, info: FieldInfo, number: bool = False) -> Request:
@@ -118,6 +120,7 @@ class Apply:
         known: list[tuple[str, str]],
         contents: dict[JsonKey, JsonContent],
         done: dict[JsonKey, tuple[str, list[tuple[str, str, str]]]],
+        screen: bool = False,
     ):
         self.item = item
         self.subs = subs
@@ -127,6 +130,11 @@ class Apply:
         self.contents = contents
         self.done = done
         self._open: list[list[tuple[str, str, str]]] = []
+        # for ``walk_row(inspect=...)``: with ``screen``, each column value as written is kept for it
+        self.inspect = None
+        if screen:
+            item.written = []
+            self.inspect = lambda value, kind, path: item.written.append((value, kind, path))
 
     def _clean(self, key: JsonKey) -> bool:
         content = self.contents.get(key)

@@ -1,27 +1,36 @@
 """Spreading redaction over processes, one analyzer per worker.
 
-presidio and spaCy hold the GIL, so threads do not help. Each worker process
-builds its own redactor (and so its own analyzer) once, then either redacts
-whole traces (``redact_shards``: rows are split by trace id, so every trace's
+presidio and spaCy hold the GIL, so threads do not help. Each worker is a
+process of its own (spawned once, its redactor and NER model loaded once),
+talking to the caller over a pipe. It either redacts whole traces
+(``redact_shards``: rows are split by trace id, so every trace's
 placeholders are still numbered in one place and the output is the same as
-in one process) or analyzes batches of texts (``analyze``). Workers are
-spawned, not forked: the caller may be a Dagster run with threads, and a
-fork taken while another thread holds a lock can hang. Small jobs stay in
-the calling process, where starting workers would cost more than it saves.
+in one process) or analyzes batches of texts (``analyze``).
+
+A line two shards share (a quoted turn, a system prompt line) is read by NER
+once: after its collect pass each worker sends the lines NER would read, the
+caller gives every line wanted by more than one worker to one of them, and
+relays the names the owner found to the others (``_exchange_lines``); a
+``ProcessPoolExecutor`` cannot send a task to a chosen worker, so these are
+dedicated processes. Workers are spawned, not forked: the caller may be a
+Dagster run with threads, and a fork taken while another thread holds a
+lock can hang. Small jobs stay in the calling process, where starting
+workers would cost more than it saves.
 """
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
-import time
+import traceback
 import zlib
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from datetime import datetime
+from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
-from pipelines.redact.analyzer import DetectorSettings, Hit, Request, TextAnalyzer
+from pipelines.redact.analyzer import AnalysisError, DetectorSettings, Hit, Request, TextAnalyzer
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.policy import Policy
 from pipelines.redact.row_fields import CALL_FIELDS, SPAN_FIELDS
@@ -43,6 +52,7 @@ MIN_POOL_CHARS = 2_000_000
 MIN_POOL_ROWS = 10_000
 BATCH_CHARS = 200_000
 BATCH_TEXTS = 256
+STOP_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -53,44 +63,93 @@ class WorkerConfig:
     ner: bool
 
 
-_worker: Redactor | None = None
+class WorkerFailed(RuntimeError):
+    """A worker process failed. The message names the worker, the exception class
+    and where it was raised (file and line), never the text being redacted."""
 
 
-def _start_worker(config: WorkerConfig) -> None:
+# -- the worker process -----------------------------------------------------
+
+
+def _serve(config: WorkerConfig, conn: Connection) -> None:
+    """A worker's life: build the redactor (the NER model loads now, while the
+    caller still prepares the rows), then answer requests until told to stop."""
     from pipelines.redact.redactor import Redactor
 
-    global _worker
-    _worker = Redactor(config.policy, config.mode, config.keys, workers=1, ner=config.ner)
-    _worker.pool.start_analyzer()  # the NER model loads while the parent still prepares the rows
+    redactor = Redactor(config.policy, config.mode, config.keys, workers=1, ner=config.ner)
+    redactor.pool.start_analyzer()
+    # No cyclic GC in a worker: a shard is millions of objects, and collections
+    # during its unpickling alone doubled its cost. Redaction makes almost no
+    # reference cycles (a few hundred objects a shard, left to the process's end).
+    gc.freeze()
+    gc.disable()
+    while True:
+        try:
+            message = conn.recv()
+        except EOFError:
+            return
+        kind = message[0]
+        if kind == "stop":
+            return
+        try:
+            if kind == "analyze":
+                conn.send(("analyzed", redactor.pool.local.analyze_many(message[1])))
+            elif kind == "redact":
+                conn.send(("done", _redact_shard(redactor, conn, *message[1:])))
+        except Exception as e:  # the message may quote the text: send where, not what
+            conn.send(("error", _where(e)))
+            message = e = None
+            gc.collect()  # a traceback's frames hold the shard in a cycle
 
 
-def _ready() -> None:
-    """A task that only makes the pool start a worker."""
-
-
-def _analyze_batch(requests: Sequence[Request]) -> list[list[Hit]]:
-    assert _worker is not None, "worker started without a redactor"
-    return _worker.pool.local.analyze_many(requests)
+def _where(e: BaseException) -> str:
+    frames = traceback.extract_tb(e.__traceback__)
+    at = f" at {frames[-1].filename}:{frames[-1].lineno}" if frames else ""
+    detail = f": {e}" if isinstance(e, AnalysisError | WorkerFailed) else ""
+    return f"{type(e).__name__}{at}{detail}"
 
 
 def _redact_shard(
-    shard: tuple[list[dict], list[dict], datetime, tuple[str, ...] | None],
+    redactor: Redactor,
+    conn: Connection,
+    calls: list[dict],
+    spans: list[dict],
+    now: datetime,
+    screen: tuple[str, ...] | None,
+    peers: int,
 ) -> tuple[list, list, list, dict, dict | None]:
-    """``Redactor.redact_columns`` of a shard; with ``screen`` patterns also the
-    residual-PII classes of its redacted text columns (the rows are here already)."""
-    assert _worker is not None, "worker started without a redactor"
-    calls, spans, now, screen = shard
-    call_updates, span_updates, audit, stats = _worker.redact_columns(calls, spans, now)
-    found = None
-    if screen is not None:
-        started = time.process_time()
-        found = _worker.screen_columns(
-            [{**row, **update} for row, update in zip(calls, call_updates, strict=True)],
-            [{**row, **update} for row, update in zip(spans, span_updates, strict=True)],
-            screen,
-        )
-        stats["screen_cpu_ms"] = round((time.process_time() - started) * 1000)
-    return call_updates, span_updates, audit, stats, found
+    """``Redactor.redact_columns`` of a shard, its NER lines shared with the other
+    workers; with ``screen`` patterns it also gives the residual-PII classes of
+    the redacted text columns (found as they are written)."""
+    redactor.line_exchange = (lambda todo: _exchange_lines(redactor.pool.local, conn, todo, peers)) if peers else None
+    try:
+        return redactor.redact_columns(calls, spans, now, screen)
+    finally:
+        redactor.line_exchange = None
+
+
+def _exchange_lines(analyzer: TextAnalyzer, conn: Connection, todo: Sequence[Request], peers: int) -> None:
+    """Between the collect pass and analysis: tell the caller which lines NER
+    would read here; read the ones this worker is given (and send the names of
+    those another worker also wants), and learn the rest from the other workers."""
+    wanted = analyzer.ner_lines(todo)
+    conn.send(("lines", wanted))
+    _, elsewhere, shared = _expect(conn, "assigned")
+    others = set(elsewhere)
+    analyzer.read_lines([line for line in wanted if line not in others] if others else wanted)
+    conn.send(("names", analyzer.names_of_lines(shared)))
+    for _ in range(peers):
+        analyzer.learn_names(_expect(conn, "names")[1])
+
+
+def _expect(conn: Connection, kind: str) -> tuple:
+    message = conn.recv()
+    if message[0] != kind:
+        raise WorkerFailed(f"expected a {kind!r} message, got {message[0]!r}")
+    return message
+
+
+# -- the calling process ----------------------------------------------------
 
 
 def _columns(row: dict, names: tuple[str, ...]) -> dict:
@@ -115,13 +174,75 @@ def shard_of(trace_id: Any, shards: int) -> int:
     return zlib.crc32(str(trace_id or "").encode()) % shards
 
 
+def owners(wanted: Sequence[Sequence[str]]) -> tuple[list[list[str]], list[list[str]]]:
+    """Given the lines each worker's NER would read: per worker, the lines another
+    worker reads for it, and the lines it reads that others also want. A line
+    wanted by several workers goes to one of them, chosen by its crc32."""
+    needers: dict[str, list[int]] = {}
+    for i, lines in enumerate(wanted):
+        for line in lines:
+            needers.setdefault(line, []).append(i)
+    elsewhere: list[list[str]] = [[] for _ in wanted]
+    shared: list[list[str]] = [[] for _ in wanted]
+    for line, who in needers.items():
+        if len(who) < 2:
+            continue
+        owner = who[zlib.crc32(line.encode("utf-8", "surrogatepass")) % len(who)]
+        shared[owner].append(line)
+        for i in who:
+            if i != owner:
+                elsewhere[i].append(line)
+    return elsewhere, shared
+
+
+class _Worker:
+    """The calling side of one worker process."""
+
+    def __init__(self, index: int, config: WorkerConfig):
+        context = multiprocessing.get_context("spawn")
+        self.index = index
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_serve, args=(config, child), name=f"tracelake-redact-{index}")
+        self.process.daemon = True
+        self.process.start()
+        child.close()
+
+    def send(self, message: tuple) -> None:
+        self.conn.send(message)
+
+    def receive(self, kind: str | None = None) -> tuple:
+        try:
+            message = self.conn.recv()
+        except EOFError:
+            raise WorkerFailed(
+                f"redaction worker {self.index} exited (exit code {self.process.exitcode}); "
+                "check the machine's memory and the worker's log"
+            ) from None
+        if message[0] == "error":
+            raise WorkerFailed(f"redaction worker {self.index} failed with {message[1]}")
+        if kind is not None and message[0] != kind:
+            raise WorkerFailed(f"redaction worker {self.index} sent {message[0]!r}, expected {kind!r}")
+        return message
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except (OSError, ValueError):
+            pass
+        self.conn.close()  # a worker still waiting for a message gets end-of-file and exits
+        self.process.join(STOP_SECONDS)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join()
+
+
 class AnalyzerPool:
     def __init__(self, settings: DetectorSettings, workers: int = 1, config: WorkerConfig | None = None):
         self.settings = settings
         self.workers = max(1, workers)
         self.config = config
         self._local: TextAnalyzer | None = None
-        self._executor: ProcessPoolExecutor | None = None
+        self._processes: list[_Worker] = []
 
     @property
     def local(self) -> TextAnalyzer:
@@ -129,20 +250,20 @@ class AnalyzerPool:
             self._local = TextAnalyzer(self.settings)
         return self._local
 
+    @property
+    def started(self) -> bool:
+        """Whether worker processes were started (and are still up)."""
+        return bool(self._processes)
+
     def start_analyzer(self) -> TextAnalyzer:
         return self.local
 
-    def _pool(self) -> ProcessPoolExecutor:
-        if self._executor is None:
+    def _started(self) -> list[_Worker]:
+        if not self._processes:
             if self.config is None:
                 raise RuntimeError("a worker pool needs the redactor's configuration")
-            self._executor = ProcessPoolExecutor(
-                self.workers,
-                mp_context=multiprocessing.get_context("spawn"),
-                initializer=_start_worker,
-                initargs=(self.config,),
-            )
-        return self._executor
+            self._processes = [_Worker(i, self.config) for i in range(self.workers)]
+        return self._processes
 
     def ner_stats(self) -> dict[str, int]:
         """NER's counters in this process so far (texts analyzed in workers are not in them)."""
@@ -158,24 +279,41 @@ class AnalyzerPool:
             for batch in batches(requests):
                 results += self.local.analyze_many(batch)
             return results
-        for batch_result in self._pool().map(_analyze_batch, batches(requests)):
-            results += batch_result
+        # one batch out per worker at a time: a worker blocked sending its result
+        # while the caller is blocked sending it the next batch would hang both
+        workers = self._started()
+        todo = list(enumerate(batches(requests)))[::-1]
+        done: dict[int, list[list[Hit]]] = {}
+        busy: dict[Connection, tuple[_Worker, int]] = {}
+        for worker in workers:
+            if todo:
+                at, batch = todo.pop()
+                worker.send(("analyze", batch))
+                busy[worker.conn] = (worker, at)
+        while busy:
+            for conn in wait(list(busy)):
+                worker, at = busy.pop(conn)
+                done[at] = worker.receive("analyzed")[1]
+                if todo:
+                    at, batch = todo.pop()
+                    worker.send(("analyze", batch))
+                    busy[worker.conn] = (worker, at)
+        for at in sorted(done):
+            results += done[at]
         return results
 
     def warm_up(self) -> None:
         """Start every worker now (spawning one and loading its model takes seconds):
-        the caller's own work until it submits overlaps with it."""
-        pool = self._pool()
-        for _ in range(self.workers):
-            pool.submit(_ready)
+        the caller's own work until it sends them rows overlaps with it."""
+        self._started()
 
     def redact_shards(
         self, calls: Sequence[dict], spans: Sequence[dict], now: datetime, screen: tuple[str, ...] | None = None
     ) -> Iterator[tuple[list[int], list[int], tuple[list, list, list, dict, dict | None]]]:
         """Rows split by trace id over the workers: (call positions, span positions,
         ``_redact_shard`` of those rows) per shard, as each shard is done."""
-        self.warm_up()
-        n = self.workers
+        workers = self._started()
+        n = len(workers)
         call_at: list[list[int]] = [[] for _ in range(n)]
         span_at: list[list[int]] = [[] for _ in range(n)]
         for i, row in enumerate(calls):
@@ -183,16 +321,30 @@ class AnalyzerPool:
         for i, row in enumerate(spans):
             span_at[shard_of(row.get("trace_id"), n)].append(i)
         # only what redaction reads goes through the pipe: pickling whole rows cost more than it saved
-        pool = self._pool()
-        futures = {}
-        for c, s in zip(call_at, span_at, strict=True):
+        for worker, c, s in zip(workers, call_at, span_at, strict=True):
             shard = ([_columns(calls[i], CALL_COLUMNS) for i in c], [_columns(spans[i], SPAN_COLUMNS) for i in s])
-            futures[pool.submit(_redact_shard, (*shard, now, screen))] = (c, s)
-        for future in as_completed(futures):
-            c, s = futures[future]
-            yield c, s, future.result()
+            worker.send(("redact", *shard, now, screen, n - 1))
+        if n > 1:
+            elsewhere, shared = owners([worker.receive("lines")[1] for worker in workers])
+            for worker, theirs, mine in zip(workers, elsewhere, shared, strict=True):
+                worker.send(("assigned", theirs, mine))
+        pending = {worker.conn: worker for worker in workers}
+        while pending:
+            for conn in wait(list(pending)):
+                worker = pending[conn]
+                kind, payload = worker.receive()
+                if kind == "names":  # relay to every other worker (each waits for one per peer)
+                    for other in workers:
+                        if other is not worker:
+                            wanted = set(elsewhere[other.index])
+                            other.send(("names", {k: v for k, v in payload.items() if k in wanted}))
+                elif kind == "done":
+                    del pending[conn]
+                    yield call_at[worker.index], span_at[worker.index], payload
+                else:
+                    raise WorkerFailed(f"redaction worker {worker.index} sent {kind!r} while redacting")
 
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(cancel_futures=True)
-            self._executor = None
+        for worker in self._processes:
+            worker.stop()
+        self._processes = []

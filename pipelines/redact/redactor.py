@@ -22,7 +22,7 @@ import gc
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,7 +40,7 @@ from pipelines.redact.keys import KeyRing
 from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.pool import AnalyzerPool, WorkerConfig
-from pipelines.redact.residual import IDENTIFIER_COLUMNS, TEXT_COLUMNS, merge_residuals, row_residuals
+from pipelines.redact.residual import IDENTIFIER_COLUMNS, TextScreen, merge_residuals, row_residuals
 from pipelines.redact.row_fields import walk_row
 from pipelines.redact.substitution import TraceSubstitutions, check_mode
 from pipelines.redact.walker import JsonWalker
@@ -162,6 +162,8 @@ class Redactor:
         self.templated_walker = JsonWalker(FieldRules(self.policy, templated=True))
         self.pool = AnalyzerPool(self.settings, workers, WorkerConfig(self.policy, self.mode, self.keys, self.ner))
         self._cache: dict[Request, list[Hit]] = {}
+        # set in a worker process while it redacts a shard: shares NER's lines with the other workers
+        self.line_exchange: Callable[[Sequence[Request]], None] | None = None
 
     def __enter__(self) -> Redactor:
         return self
@@ -196,18 +198,22 @@ class Redactor:
         patterns = tuple(screen) if screen is not None else None
         if self.pool.parallel_rows(len(calls) + len(spans)):
             return self._redact_in_workers(calls, spans, now, patterns)
-        call_updates, span_updates, audit, stats = self.redact_columns(calls, spans, now)
+        call_updates, span_updates, audit, stats, text_found = self.redact_columns(calls, spans, now, patterns)
         out_calls = self._finished(calls, call_updates)
         out_spans = self._finished(spans, span_updates)
         result = RedactionResult(out_calls, out_spans, audit, stats)
-        if patterns is not None:
+        if patterns is not None and text_found is not None:
             started = time.process_time()
             result.residuals = {
-                "calls": row_residuals(out_calls, "calls", self.policy, patterns),
-                "spans": row_residuals(out_spans, "spans", self.policy, patterns),
+                table: merge_residuals(
+                    text_found[table],
+                    row_residuals(rows, table, self.policy, patterns, part=IDENTIFIER_COLUMNS),
+                    patterns,
+                )
+                for table, rows in (("calls", out_calls), ("spans", out_spans))
             }
             result.screened = patterns
-            stats["screen_cpu_ms"] = round((time.process_time() - started) * 1000)
+            stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)
         return result
 
     def _finished(self, rows: Sequence[dict[str, Any]], updates: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -221,31 +227,60 @@ class Redactor:
         ]
 
     def redact_columns(
-        self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], now: datetime
-    ) -> tuple[list[dict], list[dict], list[dict], dict[str, int]]:
+        self,
+        calls: Sequence[dict[str, Any]],
+        spans: Sequence[dict[str, Any]],
+        now: datetime,
+        screen: Sequence[str] | None = None,
+    ) -> tuple[list[dict], list[dict], list[dict], dict[str, int], dict[str, list[tuple[str, ...]]] | None]:
         """For each row, the columns redaction changes (only those), the audit
         rows and the stats. Rows need only the text-bearing and hash columns
-        (``pool.CALL_COLUMNS``, ``pool.SPAN_COLUMNS``): workers get no more than that."""
+        (``pool.CALL_COLUMNS``, ``pool.SPAN_COLUMNS``): workers get no more than that.
+        With ``screen`` patterns, also the residual-PII classes of each row's text
+        columns as redacted (``row_residuals(..., part=TEXT_COLUMNS)``), found in
+        the apply pass as it writes each value; else None."""
         with _gc_paused():
-            return self._redact_columns(calls, spans, now)
+            return self._redact_columns(calls, spans, now, screen)
 
     def _redact_columns(
-        self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], now: datetime
-    ) -> tuple[list[dict], list[dict], list[dict], dict[str, int]]:
+        self,
+        calls: Sequence[dict[str, Any]],
+        spans: Sequence[dict[str, Any]],
+        now: datetime,
+        screen: Sequence[str] | None,
+    ) -> tuple[list[dict], list[dict], list[dict], dict[str, int], dict[str, list[tuple[str, ...]]] | None]:
         prepared = [self._prepare_call(call) for call in calls]
         public = self.policy.is_public_document if self.policy.public_documents else None
         call_items = [
-            Item(call.get("trace_id") or "", lambda v, r=call: walk_row(r, "calls", self._walker_for(r), v, public))
+            Item(
+                call.get("trace_id") or "",
+                lambda v, r=call: walk_row(
+                    r, "calls", self._walker_for(r), v, public, inspect=getattr(v, "inspect", None)
+                ),
+            )
             for call in calls
         ]
         span_items = [
-            Item(span.get("trace_id") or "", lambda v, r=span: walk_row(r, "spans", self.walker, v)) for span in spans
+            Item(
+                span.get("trace_id") or "",
+                lambda v, r=span: walk_row(r, "spans", self.walker, v, inspect=getattr(v, "inspect", None)),
+            )
+            for span in spans
         ]
         # placeholders are numbered in the order a trace happened, whatever the input order
         rows = [*calls, *spans]
         items = call_items + span_items
         order = sorted(range(len(rows)), key=lambda i: (_sort_key(rows[i]), i))
-        stats = self._redact_items([items[i] for i in order])
+        stats = self._redact_items([items[i] for i in order], screen=screen is not None)
+        found = None
+        if screen is not None:
+            started = time.process_time()
+            text_screen = TextScreen(self.policy, screen)
+            found = {
+                "calls": [text_screen.row(item.written or ()) for item in call_items],
+                "spans": [text_screen.row(item.written or ()) for item in span_items],
+            }
+            stats["screen_cpu_ms"] = round((time.process_time() - started) * 1000)
 
         context = self._audit_context(now)
         call_updates, span_updates, audit = [], [], []
@@ -270,13 +305,14 @@ class Redactor:
             span_updates.append(_changes(span, item.result))
             if span.get("call_id") is None and span.get("attributes_json") is not None:
                 audit.append(audit_row(context, span["span_key"], "spans", span, item.tally, []))
-        return call_updates, span_updates, audit, stats
+        return call_updates, span_updates, audit, stats, found
 
     def _walker_for(self, call: dict[str, Any]) -> JsonWalker:
         """A call with a recorded template: NER looks at its variables, not at the operator's system prompt."""
         templated = call.get("template_id") or call.get("template_version")
         return self.templated_walker if templated else self.walker
 
+    @_gc_paused()
     def _redact_in_workers(
         self,
         calls: Sequence[dict[str, Any]],
@@ -286,7 +322,9 @@ class Redactor:
     ) -> RedactionResult:
         """The same result as in one process: each trace is redacted whole by one
         worker. A worker's rows are finished here (and their identifier columns
-        screened) while the other worker is still busy."""
+        screened) while the other worker is still busy. No cyclic GC meanwhile:
+        unpickling a shard's results and finishing its rows make millions of
+        objects, and collections over the day's rows cost more than the work."""
         out_calls: list[Any] = [None] * len(calls)
         out_spans: list[Any] = [None] * len(spans)
         found: dict[str, list[Any]] = {"calls": [None] * len(calls), "spans": [None] * len(spans)}
@@ -321,15 +359,6 @@ class Redactor:
         if screen is not None:
             result.residuals, result.screened = found, screen
         return result
-
-    def screen_columns(
-        self, calls: Sequence[dict[str, Any]], spans: Sequence[dict[str, Any]], screen: tuple[str, ...]
-    ) -> dict[str, list[tuple[str, ...]]]:
-        """The residual-PII classes in the text columns of these (redacted) rows."""
-        return {
-            "calls": row_residuals(calls, "calls", self.policy, screen, part=TEXT_COLUMNS),
-            "spans": row_residuals(spans, "spans", self.policy, screen, part=TEXT_COLUMNS),
-        }
 
     def _prepare_call(self, call: dict[str, Any]) -> tuple[list | None, str | None, bool | None]:
         """Hashes of the raw call: keyed block hashes, and the request hash checked
@@ -377,7 +406,8 @@ class Redactor:
 
     # -- the three passes -----------------------------------------------------
 
-    def _redact_items(self, items: Sequence[Item]) -> dict[str, int]:
+    def _redact_items(self, items: Sequence[Item], screen: bool = False) -> dict[str, int]:
+        """``screen``: each item keeps its text column values as written (``Item.written``)."""
         ner_before = self.pool.ner_stats()
         seen = 0
         contents: dict[JsonKey, JsonContent] = {}
@@ -390,6 +420,8 @@ class Redactor:
         if len(self._cache) + len(todo) > CACHE_LIMIT:
             self._cache.clear()
             todo = list(wanted)
+        if self.line_exchange is not None:
+            self.line_exchange(todo)
         for request, hits in zip(todo, self.pool.analyze(todo), strict=True):
             self._cache[request] = hits
 
@@ -402,7 +434,7 @@ class Redactor:
             known = self._known_values(scoped)
             done: dict[JsonKey, tuple[str, list]] = {}
             for item in scoped:
-                item.result = item.walk(Apply(item, subs, self._cache, known, contents, done))
+                item.result = item.walk(Apply(item, subs, self._cache, known, contents, done, screen))
                 replacements += item.tally.replacements
         ner = {key: value - ner_before.get(key, 0) for key, value in self.pool.ner_stats().items()}
         return {

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import date, datetime
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any
@@ -74,7 +75,8 @@ _ESCAPES = regex.compile(r'\\+(u[0-9a-fA-F]{4}|[nrtbf"/\\])?')
 # a negative integer holding a card number: the card pattern wants no "-" before it
 _NEGATIVE_CARD = regex.compile(r"-(\d{12,19})(?!\d)")
 GATE_MEMO_LIMIT = 200_000
-IDENTIFIER_CHUNK = 2_000  # rows whose identifier strings are judged together
+# values of an identifier column whose strings are the values themselves
+_SCALAR_TYPES = frozenset({str, int, float, bool, type(None), datetime, date})
 # What some pattern of the scan needs in a text, as substring tests and two short
 # searches (``may_match``): most distinct lines of a redacted table have none of them
 # ("gh" alone is too common a substring: _GITHUB below searches for its tokens' prefix)
@@ -348,19 +350,81 @@ class _CleanValues:
             self._remember(line, clean)
         return clean
 
-    def identifiers_clean_rows(self, rows: list[Any]) -> list[bool]:
-        """``identifiers_clean`` of each row, the strings of many rows judged at
-        once: the ids of a batch are mostly the same few (uris, models, services)
-        plus hashes, and one ``orjson.dumps`` of all of them is cheaper than one
-        per row. A row holding a string not judged clean is judged on its own."""
-        out: list[bool] = []
-        for start in range(0, len(rows), IDENTIFIER_CHUNK):
-            chunk = rows[start : start + IDENTIFIER_CHUNK]
-            if self.identifiers_clean(chunk):
-                out += [True] * len(chunk)
+    def identifier_rows_clean(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[bool]:
+        """``identifiers_clean`` of each row's values in ``columns``, judged column by
+        column: a column's distinct strings once (a uri, a model, a service repeat
+        in every row; a hash is one lower-case run), and only the rows holding a
+        string not judged clean marked."""
+        clean = [True] * len(rows)
+        for column in columns:
+            try:
+                values = list(map(itemgetter(column), rows))
+            except KeyError:
+                values = [row.get(column) for row in rows]
+            kinds = set(map(type, values))
+            if kinds <= _SCALAR_TYPES:
+                distinct = set(values)
+                distinct.discard(None)
+                if str not in kinds or _plain_ids([v for v in distinct if type(v) is str]):
+                    continue
+                dirty = self._dirty_strings(self._escaped_strings(distinct))
+                if dirty:
+                    for i, value in enumerate(values):
+                        if value in dirty:
+                            clean[i] = False
+                continue
+            # nested values (lists of hashes, maps): the distinct strings of the whole column
+            shallow = _shallow_strings(values)
+            if shallow is not None:
+                strings = self._escaped_strings(shallow) if not _plain_ids(shallow) else {}
             else:
-                out += [self.identifiers_clean(row) for row in chunk]
+                strings = {string: string for string in set(_identifier_strings(values))}
+            if self._dirty_strings(strings):
+                for i, value in enumerate(values):
+                    if clean[i] and not self.identifiers_clean([value]):
+                        clean[i] = False
+        return clean
+
+    @staticmethod
+    def _escaped_strings(values: Iterable[Any]) -> dict[str, str]:
+        """The strings among distinct scalar values, each with the form
+        ``_identifier_strings`` gives it (escaped as JSON where JSON escapes it)."""
+        out: dict[str, str] = {}
+        for value in values:
+            if type(value) is str:
+                out[value] = value
+                if '"' in value or "\\" in value or not value.isprintable():
+                    try:
+                        out[value] = orjson.dumps(value).decode()[1:-1]
+                    except orjson.JSONEncodeError:  # a lone surrogate: judged as it is
+                        pass
         return out
+
+    def _dirty_strings(self, strings: dict[str, str]) -> set[str]:
+        """The keys of ``strings`` whose (escaped) form ``identifiers_clean`` would not judge clean."""
+        left = [raw for raw, escaped in strings.items() if escaped not in self._clean_ids]
+        if not left:
+            return set()
+        escaped = [strings[raw] for raw in left]
+        if _plain_ids(escaped):
+            return set()
+        return {raw for raw, form in zip(left, escaped, strict=True) if not self.identifiers_clean_string(form)}
+
+    def identifiers_clean_string(self, value: str) -> bool:
+        """One identifier string (escaped as JSON) judged as ``identifiers_clean`` judges it, once per scan."""
+        if value.isalnum() and (value.islower() or value.isdigit()):
+            return True
+        memo = self._identifiers
+        clean = memo.get(value)
+        if clean is None:
+            clean = not self.counter.may_count(value, structural=True)
+            if len(memo) >= GATE_MEMO_LIMIT:
+                memo.clear()
+                self._clean_ids.clear()
+            memo[value] = clean
+            if clean:
+                self._clean_ids.add(value)
+        return clean
 
     def identifiers_clean(self, values: list[Any]) -> bool:
         """Columns read as identifiers (``_IdentifierCounter``): every string
@@ -373,22 +437,7 @@ class _CleanValues:
         # left: hashes and ids, mostly. All of them lower-case letters and digits? (at C speed)
         if not "\x00".join(strings).encode("utf-8", "surrogatepass").translate(None, _PLAIN_ID_BYTES):
             return True
-        memo = self._identifiers
-        for value in strings:
-            if value.isalnum() and (value.islower() or value.isdigit()):
-                continue
-            clean = memo.get(value)
-            if clean is None:
-                clean = not self.counter.may_count(value, structural=True)
-                if len(memo) >= GATE_MEMO_LIMIT:
-                    memo.clear()
-                    self._clean_ids.clear()
-                memo[value] = clean
-                if clean:
-                    self._clean_ids.add(value)
-            if not clean:
-                return False
-        return True
+        return all(map(self.identifiers_clean_string, strings))
 
     def _remember(self, value: str, clean: bool) -> None:
         if len(self._memo) >= GATE_MEMO_LIMIT:
@@ -478,6 +527,58 @@ def _tokens(json_text: str) -> tuple[list[str], list[int]]:
     return strings, numbers
 
 
+# Letters, digits and "_" alone: an identifier string of these can count only as a
+# GitHub or Stripe key (the other patterns need "@", "-", ".", "/", a space or a capital)
+_WORD_ID_BYTES = _PLAIN_ID_BYTES + b"_"
+_WORD_ID_KEYS = regex.compile(r"gh[pousr]_|github_pat_|_live_|_test_")
+
+
+def _plain_ids(strings: list[str]) -> bool:
+    """True when no identifier string here can count, judged at C speed: all of
+    them lower-case letters and digits, or also "_" but no GitHub or Stripe key prefix."""
+    data = "\x00".join(strings).encode("utf-8", "surrogatepass")
+    rest = data.translate(None, _PLAIN_ID_BYTES)
+    if not rest:
+        return True
+    return not rest.translate(None, b"_") and _WORD_ID_KEYS.search(data.decode()) is None
+
+
+def _shallow_strings(values: list[Any]) -> list[str] | None:
+    """The distinct strings (dict keys too) of values that are scalars, dicts of
+    scalars, or lists of scalars or of such dicts, gathered by set updates instead
+    of ``orjson.dumps`` and a split (a day's ``block_hashes`` hold two million
+    strings); None when a value is deeper than that or a key is not a string."""
+    found: set[Any] = set()
+    keys: set[Any] = set()
+    try:
+        for value in values:
+            kind = type(value)
+            if kind is dict:
+                keys.update(value)
+                found.update(value.values())
+            elif kind is list or kind is tuple:
+                for item in value:
+                    if type(item) is dict:
+                        keys.update(item)
+                        found.update(item.values())
+                    else:
+                        found.add(item)
+            else:
+                found.add(value)
+    except TypeError:  # a list or dict inside: deeper than this reads
+        return None
+    if any(type(key) is not str for key in keys):
+        return None
+    strings = list(keys)
+    for value in found:
+        kind = type(value)
+        if kind is str:
+            strings.append(value)
+        elif kind not in _SCALAR_TYPES:
+            return None
+    return strings
+
+
 def _no_value(value: Any) -> None:
     return None  # a timestamp or date is no identifier
 
@@ -548,6 +649,36 @@ TEXT_COLUMNS = "text"
 IDENTIFIER_COLUMNS = "identifiers"
 
 
+class TextScreen:
+    """``row_residuals(..., part=TEXT_COLUMNS)`` over the column values a walk
+    that visits every one of them already kept: the redactor's apply pass
+    keeps each text column value as it wrote it (``row_fields.walk_row(inspect=...)``),
+    so the screen needs no walk of its own over the rows. Values are judged as
+    ``row_residuals`` judges them: one whose lines no pattern can match in is
+    not walked, the others leaf by leaf."""
+
+    def __init__(self, policy: Policy, patterns: Sequence[str] = PATTERNS):
+        self.patterns = tuple(patterns)
+        self.walker = JsonWalker(FieldRules(policy))
+        self.allow = frozenset(v.casefold() for v in policy.allow_list)
+        self.memo: dict = {}
+        self.clean = _CleanValues(_Counter(self.patterns, self.allow))
+
+    def row(self, written: Iterable[tuple[str, str, str]]) -> tuple[str, ...]:
+        """The classes found in one row's text column values ((value, TEXT | JSON, path) each)."""
+        counter = None
+        for value, kind, path in written:
+            if self.clean.skip(value, kind):
+                continue
+            if counter is None:
+                counter = _Counter(self.patterns, self.allow, self.memo)
+            if kind == JSON:
+                self.walker.walk_json_text(value, path, counter)
+            else:
+                self.walker.walk(value, path, counter)
+        return () if counter is None else tuple(p for p in self.patterns if counter.counts[p])
+
+
 def _identifier_values(rows: Sequence[Mapping[str, Any]], text_columns: Mapping[str, Any]) -> list[Any]:
     """Per row, the values of its columns outside ``text_columns`` (None where a
     row lacks one): taken by one ``itemgetter`` over the columns of all rows."""
@@ -593,14 +724,18 @@ def row_residuals(
     ids: list[Any] = []
     clean_ids: list[bool] = []
     if part != TEXT_COLUMNS:
-        ids = _identifier_values(rows, not_text)
-        clean_ids = [False] * len(rows) if walk_all else clean.identifiers_clean_rows(ids)
+        if walk_all:
+            ids = _identifier_values(rows, not_text)
+            clean_ids = [False] * len(rows)
+        else:
+            columns = sorted(set().union(*rows).difference(not_text), key=str)
+            clean_ids = clean.identifier_rows_clean(rows, columns)
     for i, row in enumerate(rows):
         counter = _Counter(tuple(patterns), allow, memo)
         if spec:
             walk_row(row if isinstance(row, dict) else dict(row), table, walker, counter, public, skip)
         if part != TEXT_COLUMNS:
-            if not clean_ids[i] and any(value is not None for value in ids[i]):
+            if not clean_ids[i] and (not walk_all or any(value is not None for value in ids[i])):
                 others = _IdentifierCounter(counter)
                 for column, value in row.items():
                     if column not in not_text and value is not None:

@@ -49,12 +49,15 @@ def walk_row(
     visitor: Visitor,
     public_document: Callable[[str | None], bool] | None = None,
     skip: Callable[[str, str], bool] | None = None,
+    inspect: Callable[[str, str, str], None] | None = None,
 ) -> dict[str, Any]:
     """The row with every text-bearing column visited; the same dict when
     nothing changed. Retrieved documents whose doc_id ``public_document``
     accepts (the policy's ``public_documents``) are not visited, nor is a
-    text or JSON-text value ``skip(value, TEXT | JSON)`` accepts."""
-    return _walk(row, FIELDS[table], "", walker, visitor, public_document, skip)
+    text or JSON-text value ``skip(value, TEXT | JSON)`` accepts.
+    ``inspect(value, TEXT | JSON, path)`` is called with each visited value as
+    the visit left it (the redactor's screen looks at what it wrote, in the same walk)."""
+    return _walk(row, FIELDS[table], "", walker, visitor, public_document, skip, inspect)
 
 
 _CHILDREN: dict[tuple[int, str], list[tuple[str, Any, str]]] = {}
@@ -76,6 +79,7 @@ def _walk(
     visitor: Visitor,
     public_document: Callable[[str | None], bool] | None = None,
     skip: Callable[[str, str], bool] | None = None,
+    inspect: Callable[[str, str, str], None] | None = None,
 ) -> Any:
     """``value`` is a struct (dict) or a list of structs described by ``spec``."""
     if isinstance(value, list):
@@ -83,7 +87,7 @@ def _walk(
         for i, item in enumerate(value):
             if path == DOCUMENTS and public_document is not None and public_document(item.get("doc_id")):
                 continue
-            new = _walk(item, spec, path, walker, visitor, public_document, skip)
+            new = _walk(item, spec, path, walker, visitor, public_document, skip, inspect)
             if new is not item:
                 changed = changed or list(value)
                 changed[i] = new
@@ -99,8 +103,10 @@ def _walk(
             if not isinstance(item, str) or (skip is not None and skip(item, sub)):
                 continue
             new = walker.walk(item, child, visitor) if sub == TEXT else walker.walk_json_text(item, child, visitor)
+            if inspect is not None:
+                inspect(new, sub, child)
         else:
-            new = _walk(item, sub, child, walker, visitor, public_document, skip)
+            new = _walk(item, sub, child, walker, visitor, public_document, skip, inspect)
         if new is not item:
             changed = changed or dict(value)
             changed[key] = new

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
+import orjson
+
 from pipelines.redact.field_rules import FieldInfo, FieldRules, snake
 
 # JSON inside a string inside JSON...: deeper than this is left as text
@@ -62,7 +64,17 @@ _STYLES = (
 
 def dumps_like(original: str, parsed: Any, value: Any) -> str:
     """Serialize ``value`` in the style ``original`` (the text ``parsed`` came
-    from) was written in, so that undoing a redaction gives back the same bytes."""
+    from) was written in, so that undoing a redaction gives back the same bytes.
+    Compact JSON as orjson writes it (what ingest stores) is known without a
+    ``json.dumps`` of ``parsed``: where orjson and the first style differ (a
+    float's exponent) no other style can give ``original`` back either, and the
+    first style is the answer as well."""
+    try:
+        compact = orjson.dumps(parsed) == original.encode("utf-8", "surrogatepass")
+    except (TypeError, ValueError):  # an integer over 64 bits, a lone surrogate
+        compact = False
+    if compact:
+        return json.dumps(value, **_STYLES[0])
     for style in _STYLES:
         if json.dumps(parsed, **style) == original:
             return json.dumps(value, **style)
