@@ -329,15 +329,22 @@ class AnalyzerPool:
             for worker, theirs, mine in zip(workers, elsewhere, shared, strict=True):
                 worker.send(("assigned", theirs, mine))
         pending = {worker.conn: worker for worker in workers}
+        names_from: dict[int, dict] = {}
         while pending:
             for conn in wait(list(pending)):
                 worker = pending[conn]
                 kind, payload = worker.receive()
-                if kind == "names":  # relay to every other worker (each waits for one per peer)
-                    for other in workers:
-                        if other is not worker:
+                if kind == "names":
+                    # Relayed once every worker has sent its own: each then only reads, so a relay
+                    # larger than a pipe's buffer cannot block on a worker that is itself blocked
+                    # sending its names to this loop (each waits for one message per peer).
+                    names_from[worker.index] = payload
+                    if len(names_from) == n:
+                        for other in workers:
                             wanted = set(elsewhere[other.index])
-                            other.send(("names", {k: v for k, v in payload.items() if k in wanted}))
+                            for index, names in names_from.items():
+                                if index != other.index:
+                                    other.send(("names", {k: v for k, v in names.items() if k in wanted}))
                 elif kind == "done":
                     del pending[conn]
                     yield call_at[worker.index], span_at[worker.index], payload
