@@ -302,11 +302,6 @@ class AnalyzerPool:
             results += done[at]
         return results
 
-    def warm_up(self) -> None:
-        """Start every worker now (spawning one and loading its model takes seconds):
-        the caller's own work until it sends them rows overlaps with it."""
-        self._started()
-
     def redact_shards(
         self, calls: Sequence[dict], spans: Sequence[dict], now: datetime, screen: tuple[str, ...] | None = None
     ) -> Iterator[tuple[list[int], list[int], tuple[list, list, list, dict, dict | None]]]:
