@@ -16,6 +16,7 @@ from pipelines.redact.audit import RecordTally
 from pipelines.redact.field_rules import FieldInfo
 from pipelines.redact.identifiers import ID_KEYS, personal_entity, pseudonym
 from pipelines.redact.substitution import TraceSubstitutions, normalize
+from pipelines.redact.walker import NUMBER_LEAF, TEXT_LEAF, JsonWalker, Leaf, rebuilt
 
 
 @dataclass
@@ -46,6 +47,9 @@ class JsonContent:
     requests: frozenset[Request]
     sensitive: frozenset[tuple[str, str]]
     leaves: int
+    # what ``walker.flatten`` found (None: no JSON, one text leaf), and the walker that flattened it
+    flat: tuple[Leaf, ...] | None = None
+    walker: JsonWalker | None = None
 
 
 class Collect:
@@ -59,25 +63,42 @@ class Collect:
         self.seen = 0
         self._open: list[tuple[set, set, int]] = []
 
-    def enter_json(self, text: str, path: str) -> str | None:
+    def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
+        """A JSON text: its leaves flattened once (``walker.flatten``), visited from that list."""
         content = self.memo.get((text, path))
-        if content is None:
-            self._open.append((set(), set(), self.seen))
-            return None
-        self.item.requests |= content.requests
-        self.item.sensitive |= content.sensitive
-        if self._open:
-            self._open[-1][0].update(content.requests)
-            self._open[-1][1].update(content.sensitive)
-        self.seen += content.leaves
-        return text
-
-    def leave_json(self, text: str, path: str, result: str) -> None:
-        requests, sensitive, seen_before = self._open.pop()
-        self.memo[(text, path)] = JsonContent(frozenset(requests), frozenset(sensitive), self.seen - seen_before)
+        if content is not None:
+            self.item.requests |= content.requests
+            self.item.sensitive |= content.sensitive
+            if self._open:
+                self._open[-1][0].update(content.requests)
+                self._open[-1][1].update(content.sensitive)
+            self.seen += content.leaves
+            return text
+        requests: set[Request] = set()
+        sensitive: set[tuple[str, str]] = set()
+        seen_before = self.seen
+        self._open.append((requests, sensitive, seen_before))
+        flat = walker.flatten(text, path, depth)
+        if flat is None:
+            info = walker.rules.info(path)
+            if not info.public:
+                self.text(text, path, info)
+        else:
+            for leaf in flat:
+                if leaf.kind == TEXT_LEAF:
+                    self.text(leaf.value, leaf.path, leaf.info)
+                elif leaf.kind == NUMBER_LEAF:
+                    self.number(leaf.value, leaf.path, leaf.info)
+                else:
+                    self.json_text(walker, leaf.value, leaf.path, leaf.depth)
+        self._open.pop()
+        self.memo[(text, path)] = JsonContent(
+            frozenset(requests), frozenset(sensitive), self.seen - seen_before, flat, walker
+        )
         if self._open:
             self._open[-1][0].update(requests)
             self._open[-1][1].update(sensitive)
+        return text
 
     def _add(self, request: Request | None, sensitive: tuple[str, str] | None) -> None:
         self.seen += 1
@@ -143,24 +164,47 @@ class Apply:
         text = key[0]
         return not any(value in text for value, _ in self.known)
 
-    def enter_json(self, text: str, path: str) -> str | None:
+    def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
+        """A JSON text, from the leaves the collect pass flattened: only the texts
+        that change are written back, into a fresh parse (no walk)."""
         key = (text, path)
         if self._clean(key):
             return text
         found = self.done.get(key)
-        if found is None:
-            self._open.append([])
-            return None
-        result, events = found
-        for event in events:
-            self._record(*event)
-        return result
-
-    def leave_json(self, text: str, path: str, result: str) -> None:
+        if found is not None:
+            result, events = found
+            for event in events:
+                self._record(*event)
+            return result
+        content = self.contents.get(key)
+        if content is None or content.walker is not walker:
+            # collected under another call's rules (a templated call's twin): flattened for these
+            flat = walker.flatten(text, path, depth)
+        else:
+            flat = content.flat
+        self._open.append([])
+        if flat is None:
+            info = walker.rules.info(path)
+            new = None if info.public else self.text(text, path, info)
+            result = text if new is None else new
+        else:
+            changes = []
+            for leaf in flat:
+                if leaf.kind == TEXT_LEAF:
+                    new = self.text(leaf.value, leaf.path, leaf.info)
+                elif leaf.kind == NUMBER_LEAF:
+                    new = self.number(leaf.value, leaf.path, leaf.info)
+                else:
+                    new = self.json_text(walker, leaf.value, leaf.path, leaf.depth)
+                    new = None if new is leaf.value else new
+                if new is not None:
+                    changes.append((leaf.at, new))
+            result = rebuilt(text, changes) if changes else text
         events = self._open.pop()
-        self.done[(text, path)] = (result, events)
+        self.done[key] = (result, events)
         if self._open:
             self._open[-1].extend(events)
+        return result
 
     def _record(self, entity: str, normalized: str, path: str) -> None:
         self.item.tally.add(entity, normalized, path)

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import gc
 import multiprocessing
+import os
+import sys
 import traceback
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pipelines.redact.analyzer import AnalysisError, DetectorSettings, Hit, Request, TextAnalyzer
 from pipelines.redact.keys import KeyRing
@@ -87,10 +89,10 @@ def _serve(config: WorkerConfig, conn: Connection) -> None:
         try:
             message = conn.recv()
         except EOFError:
-            return
+            _exit()
         kind = message[0]
         if kind == "stop":
-            return
+            _exit()
         try:
             if kind == "analyze":
                 conn.send(("analyzed", redactor.pool.local.analyze_many(message[1])))
@@ -100,6 +102,15 @@ def _serve(config: WorkerConfig, conn: Connection) -> None:
             conn.send(("error", _where(e)))
             message = e = None
             gc.collect()  # a traceback's frames hold the shard in a cycle
+
+
+def _exit() -> NoReturn:
+    """End the worker without tearing its heap down: freeing a day's analysis
+    caches object by object took the caller's ``close()`` about 2 s. A worker
+    holds no files or buffers to flush but its standard streams."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _where(e: BaseException) -> str:

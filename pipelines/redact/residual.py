@@ -15,6 +15,7 @@ its tables with ``patterns=patterns_for_mode("synthetic")``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -75,6 +76,7 @@ _ESCAPES = regex.compile(r'\\+(u[0-9a-fA-F]{4}|[nrtbf"/\\])?')
 # a negative integer holding a card number: the card pattern wants no "-" before it
 _NEGATIVE_CARD = regex.compile(r"-(\d{12,19})(?!\d)")
 GATE_MEMO_LIMIT = 200_000
+_ID_BLOCK = 256  # identifier strings judged together by the gate
 # values of an identifier column whose strings are the values themselves
 _SCALAR_TYPES = frozenset({str, int, float, bool, type(None), datetime, date})
 # What some pattern of the scan needs in a text, as substring tests and two short
@@ -88,6 +90,14 @@ _DIGIT_RUN = regex.compile(
     r"\d{3}\.\d{3}\.\d{3}-\d{2}|\d{9}-?\d{2}|\d{2}\.?\d{3}\.?\d{3}/?\d{4}-?\d{2}"
     r"|\d{4}[ -]?\d{4}[ -]?\d{4}|\d{4}[ -]?\d{6}"
 )
+# the same on ASCII text, 3x faster: [0-9] (which is \d there) and the two leading digits
+# every alternative starts with taken out front
+_ASCII_DIGIT_RUN = regex.compile(
+    r"[0-9]{2}(?:[0-9]\.[0-9]{3}\.[0-9]{3}-[0-9]{2}|[0-9]{7}-?[0-9]{2}|\.?[0-9]{3}\.?[0-9]{3}/?[0-9]{4}-?[0-9]{2}"
+    r"|[0-9]{2}[ -]?[0-9]{4}[ -]?[0-9]{4}|[0-9]{2}[ -]?[0-9]{6})"
+)
+# any of the literals as one search (stdlib re: faster than a substring test per literal)
+_KEY_LITERAL = re.compile("|".join(re.escape(literal) for literal in _KEY_LITERALS))
 # NUL joins strings (JSON escapes it); deleting these leaves nothing of plain ids
 _PLAIN_ID_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789\x00"
 _NUMBER_CHECKS = (
@@ -103,14 +113,16 @@ def may_match(text: str) -> bool:
     dots and slash, and a CPF, plain CNPJ or card eleven ASCII digits (the
     patterns' ``\\d`` also reads other scripts' digits: such a text is searched)
     and a run of them. Cheaper than running the patterns, and most lines fail it."""
-    if "@" in text or any(literal in text for literal in _KEY_LITERALS):
+    if "@" in text or _KEY_LITERAL.search(text) is not None:
         return True
     if "gh" in text and "_" in text and _GITHUB.search(text):
         return True
     if "/" in text and "-" in text and "." in text and _CNPJ_SHAPE.search(text):
         return True
-    if not text.isascii() or patterns.ascii_digits(text) >= 11:
+    if not text.isascii():
         return _DIGIT_RUN.search(text) is not None
+    if patterns.ascii_digits(text) >= 11:
+        return _ASCII_DIGIT_RUN.search(text) is not None
     return False
 
 
@@ -408,7 +420,16 @@ class _CleanValues:
         escaped = [strings[raw] for raw in left]
         if _plain_ids(escaped):
             return set()
-        return {raw for raw, form in zip(left, escaped, strict=True) if not self.identifiers_clean_string(form)}
+        # in blocks joined by NUL, which no gate's match can hold or cross: a block
+        # ``may_match_any_reading`` rejects is clean at C speed, string by string otherwise
+        dirty = set()
+        for start in range(0, len(left), _ID_BLOCK):
+            block = escaped[start : start + _ID_BLOCK]
+            if may_match_any_reading("\x00".join(block)):
+                raws = left[start : start + _ID_BLOCK]
+                judged = zip(raws, block, strict=True)
+                dirty.update(raw for raw, form in judged if not self.identifiers_clean_string(form))
+        return dirty
 
     def identifiers_clean_string(self, value: str) -> bool:
         """One identifier string (escaped as JSON) judged as ``identifiers_clean`` judges it, once per scan."""
