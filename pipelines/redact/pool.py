@@ -24,9 +24,10 @@ import gc
 import multiprocessing
 import os
 import sys
+import threading
 import traceback
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from multiprocessing.connection import Connection, wait
@@ -49,6 +50,9 @@ CALL_COLUMNS = (
 )  # fmt: skip
 SPAN_COLUMNS = (*_ROW_KEYS, "span_key", "call_id", *SPAN_FIELDS)
 
+# the caller redacts this share of the traces itself (shard 0), the workers the
+# rest: it also pickles their rows and finishes every row, so it takes less
+CALLER_PERCENT = 42
 # below these, one process is faster than starting workers (about 2 s each)
 MIN_POOL_CHARS = 2_000_000
 MIN_POOL_ROWS = 10_000
@@ -181,14 +185,22 @@ def batches(requests: Sequence[Request]) -> Iterator[list[Request]]:
 
 
 def shard_of(trace_id: Any, shards: int) -> int:
-    """Stable across processes and runs (``hash()`` of a str is not)."""
-    return zlib.crc32(str(trace_id or "").encode()) % shards
+    """Stable across processes and runs (``hash()`` of a str is not). Shard 0 is
+    the caller's: CALLER_PERCENT of the traces, the rest spread evenly."""
+    if shards < 2:
+        return 0
+    crc = zlib.crc32(str(trace_id or "").encode())
+    if crc % 100 < CALLER_PERCENT:
+        return 0
+    return 1 + (crc // 100) % (shards - 1)
 
 
-def owners(wanted: Sequence[Sequence[str]]) -> tuple[list[list[str]], list[list[str]]]:
+def owners(wanted: Sequence[Sequence[str]], first: bool = False) -> tuple[list[list[str]], list[list[str]]]:
     """Given the lines each worker's NER would read: per worker, the lines another
     worker reads for it, and the lines it reads that others also want. A line
-    wanted by several workers goes to one of them, chosen by its crc32."""
+    wanted by several workers goes to one of them, chosen by its crc32; with
+    ``first``, to the first worker whenever it wants it (the caller, which then
+    never waits for another's names)."""
     needers: dict[str, list[int]] = {}
     for i, lines in enumerate(wanted):
         for line in lines:
@@ -198,7 +210,10 @@ def owners(wanted: Sequence[Sequence[str]]) -> tuple[list[list[str]], list[list[
     for line, who in needers.items():
         if len(who) < 2:
             continue
-        owner = who[zlib.crc32(line.encode("utf-8", "surrogatepass")) % len(who)]
+        if first and who[0] == 0:
+            owner = 0
+        else:
+            owner = who[zlib.crc32(line.encode("utf-8", "surrogatepass")) % len(who)]
         shared[owner].append(line)
         for i in who:
             if i != owner:
@@ -269,12 +284,14 @@ class AnalyzerPool:
     def start_analyzer(self) -> TextAnalyzer:
         return self.local
 
-    def _started(self) -> list[_Worker]:
-        if not self._processes:
+    def _started(self, count: int | None = None) -> list[_Worker]:
+        """``count`` worker processes (default ``workers``), started now if fewer are up."""
+        count = self.workers if count is None else count
+        if len(self._processes) < count:
             if self.config is None:
                 raise RuntimeError("a worker pool needs the redactor's configuration")
-            self._processes = [_Worker(i, self.config) for i in range(self.workers)]
-        return self._processes
+            self._processes += [_Worker(i, self.config) for i in range(len(self._processes), count)]
+        return self._processes[:count]
 
     def ner_stats(self) -> dict[str, int]:
         """NER's counters in this process so far (texts analyzed in workers are not in them)."""
@@ -283,10 +300,11 @@ class AnalyzerPool:
     def parallel_rows(self, rows: int) -> bool:
         return self.workers > 1 and self.config is not None and rows >= MIN_POOL_ROWS
 
-    def analyze(self, requests: Sequence[Request]) -> list[list[Hit]]:
+    def analyze(self, requests: Sequence[Request], here: bool = False) -> list[list[Hit]]:
+        """Hits per request; ``here``: in this process (a shard of ``redact_shards`` is)."""
         chars = sum(len(r.text) for r in requests)
         results: list[list[Hit]] = []
-        if self.workers == 1 or self.config is None or chars < MIN_POOL_CHARS:
+        if here or self.workers == 1 or self.config is None or chars < MIN_POOL_CHARS:
             for batch in batches(requests):
                 results += self.local.analyze_many(batch)
             return results
@@ -314,47 +332,86 @@ class AnalyzerPool:
         return results
 
     def redact_shards(
-        self, calls: Sequence[dict], spans: Sequence[dict], now: datetime, screen: tuple[str, ...] | None = None
+        self,
+        calls: Sequence[dict],
+        spans: Sequence[dict],
+        now: datetime,
+        screen: tuple[str, ...] | None,
+        here: Callable[[list[dict], list[dict], Callable[[Sequence[Request]], None]], tuple],
     ) -> Iterator[tuple[list[int], list[int], tuple[list, list, list, dict, dict | None]]]:
-        """Rows split by trace id over the workers: (call positions, span positions,
-        ``_redact_shard`` of those rows) per shard, as each shard is done."""
-        workers = self._started()
-        n = len(workers)
+        """Rows split by trace id over the caller and ``workers - 1`` processes: (call
+        positions, span positions, ``_redact_shard`` of those rows) per shard, as each
+        shard is done. Shard 0 is redacted here by ``here(calls, spans, line_exchange)``
+        while the workers redact theirs: no pickling of its rows, one process fewer to start."""
+        workers = self._started(self.workers - 1)
+        n = len(workers) + 1
         call_at: list[list[int]] = [[] for _ in range(n)]
         span_at: list[list[int]] = [[] for _ in range(n)]
         for i, row in enumerate(calls):
             call_at[shard_of(row.get("trace_id"), n)].append(i)
         for i, row in enumerate(spans):
             span_at[shard_of(row.get("trace_id"), n)].append(i)
-        # only what redaction reads goes through the pipe: pickling whole rows cost more than it saved
-        for worker, c, s in zip(workers, call_at, span_at, strict=True):
-            shard = ([_columns(calls[i], CALL_COLUMNS) for i in c], [_columns(spans[i], SPAN_COLUMNS) for i in s])
-            worker.send(("redact", *shard, now, screen, n - 1))
-        if n > 1:
-            elsewhere, shared = owners([worker.receive("lines")[1] for worker in workers])
-            for worker, theirs, mine in zip(workers, elsewhere, shared, strict=True):
-                worker.send(("assigned", theirs, mine))
+        # only what redaction reads goes through the pipe: pickling whole rows cost more than it saved.
+        # Sent from a thread: a worker still starting reads nothing, and the caller has its own shard.
+        senders = []
+        for worker in workers:
+            at = worker.index + 1
+            shard = (
+                [_columns(calls[i], CALL_COLUMNS) for i in call_at[at]],
+                [_columns(spans[i], SPAN_COLUMNS) for i in span_at[at]],
+            )
+            sender = threading.Thread(target=worker.send, args=(("redact", *shard, now, screen, n - 1),), daemon=True)
+            sender.start()
+            senders.append(sender)
+        shard = None
+        elsewhere: list[list[str]] = [[] for _ in range(n)]
+
+        def exchange(todo: Sequence[Request]) -> None:
+            """The caller's side of the NER line exchange, between its collect pass and analysis.
+            Every line the caller wants is its own (``owners(first=True)``): it reads them and
+            sends the names out, and never waits for a worker's but to relay them between workers."""
+            for sender in senders:
+                sender.join()
+            senders.clear()
+            analyzer = self.local
+            mine = analyzer.ner_lines(todo)
+            theirs, shared = owners([mine, *(worker.receive("lines")[1] for worker in workers)], first=True)
+            elsewhere[:] = theirs
+            for worker in workers:
+                worker.send(("assigned", theirs[worker.index + 1], shared[worker.index + 1]))
+            analyzer.read_lines(mine)
+            names = analyzer.names_of_lines(shared[0])
+            for worker in workers:
+                # from threads: a worker may be blocked sending its own names to the caller
+                wanted = set(theirs[worker.index + 1])
+                message = ("names", {k: v for k, v in names.items() if k in wanted})
+                senders.append(threading.Thread(target=worker.send, args=(message,), daemon=True))
+                senders[-1].start()
+            if len(workers) > 1:
+                names_from = {worker.index: worker.receive("names")[1] for worker in workers}
+                for sender in senders:
+                    sender.join()
+                senders.clear()
+                for other in workers:
+                    wanted = set(theirs[other.index + 1])
+                    for index, found in names_from.items():
+                        if index != other.index:
+                            other.send(("names", {k: v for k, v in found.items() if k in wanted}))
+
+        here_at = (call_at[0], span_at[0])
+        payload = here([calls[i] for i in here_at[0]], [spans[i] for i in here_at[1]], exchange)
+        for sender in senders:
+            sender.join()
+        yield here_at[0], here_at[1], payload
         pending = {worker.conn: worker for worker in workers}
-        names_from: dict[int, dict] = {}
         while pending:
             for conn in wait(list(pending)):
                 worker = pending[conn]
                 kind, payload = worker.receive()
-                if kind == "names":
-                    # Relayed once every worker has sent its own: each then only reads, so a relay
-                    # larger than a pipe's buffer cannot block on a worker that is itself blocked
-                    # sending its names to this loop (each waits for one message per peer).
-                    names_from[worker.index] = payload
-                    if len(names_from) == n:
-                        for other in workers:
-                            wanted = set(elsewhere[other.index])
-                            for index, names in names_from.items():
-                                if index != other.index:
-                                    other.send(("names", {k: v for k, v in names.items() if k in wanted}))
-                elif kind == "done":
+                if kind == "done":
                     del pending[conn]
-                    yield call_at[worker.index], span_at[worker.index], payload
-                else:
+                    yield call_at[worker.index + 1], span_at[worker.index + 1], payload
+                elif kind != "names" or len(workers) > 1:  # one worker's names (none it owns) end here
                     raise WorkerFailed(f"redaction worker {worker.index} sent {kind!r} while redacting")
 
     def close(self) -> None:

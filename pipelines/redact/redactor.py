@@ -330,7 +330,17 @@ class Redactor:
         found: dict[str, list[Any]] = {"calls": [None] * len(calls), "spans": [None] * len(spans)}
         audit: list[dict[str, Any]] = []
         stats: dict[str, int] = defaultdict(int)
-        for call_at, span_at, shard in self.pool.redact_shards(calls, spans, now, screen):
+
+        def here(
+            shard_calls: list[dict], shard_spans: list[dict], exchange: Callable[[Sequence[Request]], None]
+        ) -> tuple:
+            self.line_exchange = exchange
+            try:
+                return self._redact_columns(shard_calls, shard_spans, now, screen)
+            finally:
+                self.line_exchange = None
+
+        for call_at, span_at, shard in self.pool.redact_shards(calls, spans, now, screen, here):
             c_updates, s_updates, s_audit, s_stats, text_found = shard
             for table, rows, at, updates, out in (
                 ("calls", calls, call_at, c_updates, out_calls),
@@ -422,7 +432,8 @@ class Redactor:
             todo = list(wanted)
         if self.line_exchange is not None:
             self.line_exchange(todo)
-        for request, hits in zip(todo, self.pool.analyze(todo), strict=True):
+        # a shard (here or in a worker) is analyzed where it is redacted
+        for request, hits in zip(todo, self.pool.analyze(todo, here=self.line_exchange is not None), strict=True):
             self._cache[request] = hits
 
         by_scope: dict[str, list[Item]] = defaultdict(list)

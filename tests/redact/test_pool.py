@@ -78,6 +78,7 @@ def test_a_line_both_workers_need_is_read_by_ner_once_and_its_names_reach_the_ot
     with Redactor(mode="placeholder", keys=KEYS, workers=2, ner=True) as two:
         sharded = two.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
         assert two.pool.started
+        assert len(two.pool._processes) == 1  # the caller redacted shard 0 itself
     assert {pool.shard_of(c["trace_id"], 2) for c in calls} == {0, 1}
     assert (sharded.calls, sharded.spans, sharded.audit) == (single.calls, single.spans, single.audit)
     assert sharded.residuals == single.residuals
