@@ -52,7 +52,7 @@ SPAN_COLUMNS = (*_ROW_KEYS, "span_key", "call_id", *SPAN_FIELDS)
 
 # the caller redacts this share of the traces itself (shard 0), the workers the
 # rest: it also pickles their rows and finishes every row, so it takes less
-CALLER_PERCENT = 42
+CALLER_PERCENT = 35
 # below these, one process is faster than starting workers (about 2 s each)
 MIN_POOL_CHARS = 2_000_000
 MIN_POOL_ROWS = 10_000
