@@ -134,6 +134,16 @@ def _named_attribute(value: dict) -> str | None:
     return None
 
 
+def _child_path(value: dict, attribute: str | None, key: Any, path: str) -> str:
+    """The path of ``value[key]`` (``attribute``: ``_named_attribute(value)``)."""
+    if attribute is not None and key in _VALUE_KEYS:
+        return join(path, snake(attribute))
+    name = snake(key) if isinstance(key, str) else str(key)
+    # {"arrayValue": {"values": [...]}} keeps the attribute's path
+    transparent = name in _WRAPPERS or (name == "values" and len(value) == 1)
+    return path if transparent else join(path, name)
+
+
 class JsonWalker:
     def __init__(self, rules: FieldRules):
         self.rules = rules
@@ -198,13 +208,7 @@ class JsonWalker:
         elif isinstance(value, dict):
             attribute = _named_attribute(value)
             for key, item in value.items():
-                if attribute is not None and key in _VALUE_KEYS:
-                    child = join(path, snake(attribute))
-                else:
-                    name = snake(key) if isinstance(key, str) else str(key)
-                    transparent = name in _WRAPPERS or (name == "values" and len(value) == 1)
-                    child = path if transparent else join(path, name)
-                self._flat(item, child, depth, (*at, key), out)
+                self._flat(item, _child_path(value, attribute, key, path), depth, (*at, key), out)
         elif isinstance(value, list):
             for i, item in enumerate(value):
                 self._flat(item, path, depth, (*at, i), out)
@@ -217,14 +221,7 @@ class JsonWalker:
         changed = None
         attribute = _named_attribute(value)
         for key, item in value.items():
-            if attribute is not None and key in _VALUE_KEYS:
-                child = join(path, snake(attribute))
-            else:
-                name = snake(key) if isinstance(key, str) else str(key)
-                # {"arrayValue": {"values": [...]}} keeps the attribute's path
-                transparent = name in _WRAPPERS or (name == "values" and len(value) == 1)
-                child = path if transparent else join(path, name)
-            new = self.walk(item, child, visitor, depth)
+            new = self.walk(item, _child_path(value, attribute, key, path), visitor, depth)
             if new is not item:
                 changed = changed or dict(value)
                 changed[key] = new
