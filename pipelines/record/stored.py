@@ -56,8 +56,9 @@ query engine reading the Delta files directly sees the stored form; the README's
   merging without a second row or a rewrite of an unchanged one: ``change_digest``
   compares by the first digits.
 
-Measured on the demo day by bench/storage.py: with zstd, a 64-digit hex digest
-costs ~39 bytes a row, about as much as all of a call's text.
+Measured on the demo day by bench/storage.py: with zstd (and DELTA_LENGTH_BYTE_ARRAY,
+``resources/warehouse.HEX_DIGESTS``), a 64-digit hex digest costs ~34 bytes a row (more than a
+call's compressed request body, 31), 16 digits ~8.
 """
 
 from __future__ import annotations
@@ -86,8 +87,8 @@ CHANGE_DIGEST_CHARS = 8
 # digest is its first 16. It is `calls`' change detector and names the record's content in
 # tests/pinned; 64 bits make a changed row whose digest stays the same 1 in 1.8e19 (at 10M
 # changed rows a day, one in ~5e9 years), and a reader can still tell records apart by it
-# (a day of 10M calls: ~3e-6 chance that two distinct records share one). 48 bytes a call
-# fewer than 64 digits under zstd (bench/storage.py).
+# (a day of 10M calls: ~3e-6 chance that two distinct records share one). 27 bytes a call
+# fewer than 64 digits (35 -> 8 on bench/storage.py's day).
 CALLS_RECORD_DIGEST_CHARS = 16
 
 
