@@ -97,6 +97,7 @@ def plan_day(
     patterns: Any = None,
     progress: Callable[[int, int, IngestBatch], None] | None = None,
     sole_writer: bool = True,
+    redacting: Callable[[], None] | None = None,
 ) -> DayPlan:
     """The write plan for ``day``.
 
@@ -108,7 +109,9 @@ def plan_day(
     planned; without one (benchmarks, tests of the load path) they are planned raw.
     ``sole_writer`` says no other run writes the day's partitions at the same
     time (the runs of a sharded day do): then rows going into a day that holds
-    none yet are appended rather than merged.
+    none yet are appended rather than merged. ``redacting`` is called as the
+    rows go to the redactor: the caller's own work that can overlap with the
+    redactor's workers (the parent mostly waits for them).
     """
     todo, unchanged = objects_to_ingest(listed, seen)
     notes = [f"{day}: {len(listed)} objects listed, {len(todo)} new or changed, {len(unchanged)} unchanged"]
@@ -136,6 +139,8 @@ def plan_day(
         audit: list[dict[str, Any]] = []
         held = 0
         if redactor is not None:
+            if redacting is not None:
+                redacting()
             audit, held = _redact_and_screen(batch, redactor, policy, patterns, read, run_id, now, notes)
 
         # A changed object replaces what its previous version wrote.
