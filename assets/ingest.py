@@ -21,7 +21,7 @@ from pipelines.redact.residual import patterns_for_mode
 from pipelines.resources.object_store import ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import MergeResult, Warehouse, to_arrow
-from pipelines.traces import rollup
+from pipelines.traces import CALL_COLUMNS, rollup
 
 if TYPE_CHECKING:
     from pipelines.redact.redactor import Redactor
@@ -194,7 +194,7 @@ def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Materi
     spans = warehouse.read("spans", window)
     day_traces = spans.filter(pl.col("occurred_date") == day)["trace_id"].unique()
     spans = spans.filter(pl.col("trace_id").is_in(day_traces.implode()))
-    calls = warehouse.read("calls", window & pl.col("trace_id").is_in(day_traces.implode()))
+    calls = warehouse.read("calls", window & pl.col("trace_id").is_in(day_traces.implode()), CALL_COLUMNS)
     rows = rollup(calls, spans, day, datetime.now(UTC))
     result = warehouse.merge("traces", rows, partitions=[day])
     context.log.info(f"{day}: {len(rows)} traces rolled up from {calls.height} calls and {spans.height} spans")
