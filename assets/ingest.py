@@ -97,6 +97,11 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
         _start_workers_early(redactor, len(batch.calls) + len(batch.spans))
 
     redactor = redaction.redactor()
+    # Workers freeing a day of rows take seconds to exit (one after the other): they
+    # stop in a thread as soon as redaction is done, while this process converts the
+    # redacted rows to Arrow and writes them.
+    stopping = ThreadPoolExecutor(1, thread_name_prefix="tracelake-redact-stop")
+    stopped = []
     try:
         plan = plan_day(
             listed,
@@ -115,15 +120,15 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
             sole_writer=shard is None,
             # the quality checks' Great Expectations context is built while the workers run NER
             redacting=quality.prepare_in_background,
+            redacted=lambda: stopped.append(stopping.submit(redactor.close)),
         )
-    except BaseException:
-        redactor.close()
-        raise
-    # Workers freeing a day of rows take seconds to exit: they stop while the writes run.
-    with ThreadPoolExecutor(1, thread_name_prefix="tracelake-redact-stop") as stopping:
-        stopped = stopping.submit(redactor.close)
         written = _write(plan, warehouse)
-        stopped.result()
+    finally:
+        if not stopped:
+            redactor.close()
+        stopping.shutdown(wait=True)
+    for result in stopped:
+        result.result()  # a worker that failed to stop is an error of this run
     for note in plan.notes:
         context.log.info(note)
     if plan.counts["records_quarantined_residual_pii"]:

@@ -1,7 +1,7 @@
 """What the ingest stage overlaps with its redaction workers (bench/ingest.py,
 pipelines/formats/README.md#speed): the workers start as soon as the parsed
 rows show the pool will redact them, the caller's own work runs while they
-redact (``plan_day(redacting=)``), and the quality checks' Great Expectations
+redact (``plan_day(redacting=)``) and they stop as soon as redaction is done (``redacted=``), and the quality checks' Great Expectations
 context can be built meanwhile, once whoever asks for it first."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _plan(store: ObjectStore, **options: Any):
     )
 
 
-def test_the_callers_work_starts_once_as_the_rows_go_to_the_redactor(tmp_path):
+def test_the_callers_hooks_run_once_around_redaction(tmp_path):
     generate(str(tmp_path / "source"), calls=60, days=1, seed=5, end=DAY)
     store = ObjectStore(uri=str(tmp_path / "source"))
     events: list[str] = []
@@ -60,13 +60,14 @@ def test_the_callers_work_starts_once_as_the_rows_go_to_the_redactor(tmp_path):
             policy=redactor.policy,
             patterns=patterns_for_mode("placeholder"),
             redacting=lambda: events.append("caller's work"),
+            redacted=lambda: events.append("redactor done"),
         )
     calls = len(plan.batch.calls)
-    assert calls > 0 and events == ["caller's work", f"redact {calls} calls"]
+    assert calls > 0 and events == ["caller's work", f"redact {calls} calls", "redactor done"]
 
     # no redactor, nothing to overlap: the caller's work is not started
     unredacted: list[str] = []
-    _plan(store, redacting=lambda: unredacted.append("caller's work"))
+    _plan(store, redacting=lambda: unredacted.append("caller's work"), redacted=lambda: unredacted.append("done"))
     assert unredacted == []
 
 
