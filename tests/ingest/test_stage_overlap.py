@@ -1,8 +1,9 @@
 """What the ingest stage overlaps with its redaction workers (bench/ingest.py,
 pipelines/formats/README.md#speed): the workers start as soon as the parsed
 rows show the pool will redact them, the caller's own work runs while they
-redact (``plan_day(redacting=)``) and they stop as soon as redaction is done (``redacted=``), and the quality checks' Great Expectations
-context can be built meanwhile, once whoever asks for it first."""
+redact (``plan_day(redacting=)``), they stop as soon as redaction is done
+(``redacted=``), and the quality checks' Great Expectations context can be
+built meanwhile, once whoever asks for it first."""
 
 from __future__ import annotations
 
