@@ -56,6 +56,8 @@ from pipelines.rot.check import (
     RotCheck,
     _recorded_documents,
 )
+from pipelines.rot.class_verdict import ClassJudge
+from pipelines.rot.class_verdict import reproduces as same_request
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import RAW, REDACTED_FLAG
 from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
@@ -485,6 +487,21 @@ def _parsed(request_json: str) -> dict[str, Any]:
         return json.loads(request_json)
 
 
+def _recorded_pieces(request: Mapping[str, Any]) -> dict[str, str]:
+    """The recorded top-level values other than the call's own part, as their canonical
+    JSON where orjson writes it (a splice checks them against each call's bytes, and
+    reads a call whose bytes they do not bound the slow way)."""
+    out = {}
+    for k, v in request.items():
+        if k in _OWN_KEYS or v is None:
+            continue
+        try:
+            out[k] = orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            out[k] = canonical_json(v)
+    return out
+
+
 # the columns of a class's representative its verdict reads
 _REP_COLUMNS = (
     "call_id",
@@ -520,6 +537,8 @@ def _class_verdicts(
     documents = base["retrieval"].struct.field("documents").gather(reps).to_arrow().to_pylist()
     snapshot = checker.ingredients.index_snapshot
     shared: dict[str, list] = {name: [] for name in SHARED}
+    shared_columns = [shared[name] for name in SHARED]
+    judge = ClassJudge(checker)
     complete: list[bool] = []
     pieces_of: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
     rows = enumerate(zip(*values, hashes, documents, strict=True))
@@ -535,6 +554,17 @@ def _class_verdicts(
             "block_hashes": blocks,
             "retrieval": {"documents": docs},
         }
+        ranked = _recorded_documents(call)
+        if isinstance(request.get("messages"), list):
+            fast = judge.judge(template_id, version, variables, service, alias, text, request, blocks, ranked)
+            if fast is not None:
+                values, today_pieces = fast
+                for column, value in zip(shared_columns, values, strict=True):
+                    column.append(value)
+                complete.append(True)
+                if values[0] != VERIFIED:
+                    pieces_of[class_id] = (_recorded_pieces(request), today_pieces)
+                continue
         result = RotCheck(
             call_id=call_id,
             trace_id=None,
@@ -547,26 +577,29 @@ def _class_verdicts(
             index_snapshot=snapshot,
             model_alias=alias,
         )
-        # the stored request is canonical JSON (see the module docstring): the call's own
-        # part is never serialised again, only located
-        recorded = {k: canonical_json(v) for k, v in request.items() if k not in _OWN_KEYS and v is not None}
         if isinstance(request.get("messages"), list):
-            # the messages are the record's on both sides: not serialised again
+            # the messages are the record's on both sides: not serialised again. The stored
+            # request is canonical JSON (see the module docstring), so it reproduces exactly
+            # when it has today's other keys and reads today's blocks around its own part
+            # (``class_verdict.reproduces``); the recorded blocks are not serialised either
             dropped = "metadata" in request and not request["metadata"]
             own = {k: v for k, v in request.items() if k != "messages"}
+            keys = {k for k, v in request.items() if k not in _OWN_KEYS and v is not None}
 
-            def reproduces(today: Rerendered, recorded=recorded, dropped=dropped) -> bool:
-                return not dropped and {k: v for k, v in today.pieces.items() if k not in _OWN_KEYS} == recorded
+            def reproduces(today: Rerendered, text=text, request=request, keys=keys, dropped=dropped) -> bool:
+                return not dropped and same_request(text, request, keys, today.pieces)
 
-            today = checker.judge(call, own, _recorded_documents(call), RAW, result, reproduces)
+            today = checker.judge(call, own, ranked, RAW, result, reproduces)
+            recorded = None
         else:  # a top-level "messages" that is not a list: the whole request is compared
-            today = checker.judge(call, request, _recorded_documents(call), RAW, result)
+            today = checker.judge(call, request, ranked, RAW, result)
+            recorded = {k: canonical_json(v) for k, v in request.items() if k not in _OWN_KEYS and v is not None}
         for name in SHARED:
             shared[name].append(getattr(result, name))
         made = today is not None and today.complete
         complete.append(made)
         if made and result.status != VERIFIED:
-            pieces_of[class_id] = (recorded, today.pieces)
+            pieces_of[class_id] = (recorded if recorded is not None else _recorded_pieces(request), today.pieces)
     return shared, complete, pieces_of
 
 
@@ -574,42 +607,19 @@ def _rerendered_spliced(
     sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
 ) -> pl.Series:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
+    call's own bytes (read in place between the set's recorded prefix and suffix, which
+    are checked) and today's suffix; in the order of ``needs``.
 
     Calls of one class whose stored bytes are the same (a day repeats many requests
-    byte for byte) re-render to the same bytes: each distinct request is hashed once."""
-    ids = list(pieces_of)
-    position = {class_id: i for i, class_id in enumerate(ids)}
-    heads: list[Any] = []
-    tails: list[bytes] = []
-    prefixes: list[bytes | None] = []
-    suffixes: list[bytes | None] = []
-    for class_id in ids:
-        recorded, today = pieces_of[class_id]
+    byte for byte) re-render to the same bytes: each distinct request is hashed once,
+    in one loop over the distinct requests' bytes."""
+    plans: dict[int, tuple[Any, bytes, bytes, bytes]] = {}
+    for class_id, (recorded, today) in pieces_of.items():
         splice = _splice(recorded, today) if recorded is not None else None
-        if splice is None:
-            heads.append(None)
-            tails.append(b"")
-            prefixes.append(None)
-            suffixes.append(None)
-            continue
-        # today's prefix hashed once per class; each call continues from a copy
-        heads.append(hashlib.sha256(splice.today_prefix.encode()))
-        tails.append(splice.today_suffix.encode())
-        prefixes.append(splice.prefix.encode())
-        suffixes.append(splice.suffix.encode())
-    bounds = _frame({"_prefix": prefixes, "_suffix": suffixes}, {"_prefix": pl.Binary, "_suffix": pl.Binary})
-    # where each call's own part lies in its bytes, checked against the set's prefix and
-    # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
-    request = pl.col("_request")
-    at = pl.col("_prefix").bin.size()
-    until = request.bin.size() - pl.col("_suffix").bin.size()
-    ok = (
-        request.bin.starts_with(pl.col("_prefix"))
-        & request.bin.ends_with(pl.col("_suffix"))
-        & (at <= until)
-        & ~pl.col("_metadata_dropped")
-    ).fill_null(False)
+        if splice is not None:
+            # today's prefix hashed once per class; each call continues from a copy
+            head = hashlib.sha256(splice.today_prefix.encode())
+            plans[class_id] = (head, splice.today_suffix.encode(), splice.prefix.encode(), splice.suffix.encode())
     # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
     # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
     distinct = (
@@ -618,27 +628,24 @@ def _rerendered_spliced(
         .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
         .agg("_at", pl.col("_row").first())
     )
-    # each call's class bounds by position (class ids are small integers), not by a join
-    where = pl.Series([None] * (max(ids) + 1), dtype=pl.UInt32).scatter(ids, range(len(ids)))
-    at_bounds = where.gather(distinct["_class"])
-    distinct = distinct.with_columns(
-        _request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary),
-        _prefix=bounds["_prefix"].gather(at_bounds),
-        _suffix=bounds["_suffix"].gather(at_bounds),
-    ).select("_at", "_class", "_request", _own=pl.when(ok).then(request.bin.slice(at, until - at)))
+    texts = sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary).to_list()
+    classes = distinct["_class"].to_list()
+    dropped = distinct["_metadata_dropped"].to_list()
     out: list[str] = []
     append = out.append
-    columns = zip(distinct["_class"].to_list(), distinct["_own"].to_list(), strict=True)
-    for j, (class_id, own) in enumerate(columns):
-        i = position[class_id]
-        if own is not None:
-            digest = heads[i].copy()
-            digest.update(own)
-            digest.update(tails[i])
-            append(digest.hexdigest())
-        else:
-            text = distinct["_request"][j].decode()
-            append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
+    for class_id, drops, data in zip(classes, dropped, texts, strict=True):
+        plan = plans.get(class_id)
+        # a falsy metadata value (which today's request leaves out) goes the slow way
+        if plan is not None and not drops:
+            head, tail, prefix, suffix = plan
+            end = len(data) - len(suffix)
+            if end >= len(prefix) and data.startswith(prefix) and data.endswith(suffix):
+                digest = head.copy()
+                digest.update(memoryview(data)[len(prefix) : end])
+                digest.update(tail)
+                append(digest.hexdigest())
+                continue
+        append(_rerendered_by_parsing(data.decode(), pieces_of[class_id][1]))
     spread = distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at")
     return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
 
