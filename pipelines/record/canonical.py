@@ -19,6 +19,12 @@ name which ingredient moved:
 - ``metadata``: the request's ``metadata`` (it carries per-user values);
 - ``document:<doc_id>``: each retrieved document as ``{"doc_id", "text"}``.
 
+A block hash only tells which ingredient moved, never proves the request (that is
+``request_sha256``), so 64 bits of it are enough: it is computed in full (a row's
+``record_sha256`` covers it as computed), stored as its first ``BLOCK_DIGEST_CHARS``
+hex digits (``record/stored.py``) and compared by them (``same_block_digest``), the
+recorded one and the re-rendered one alike, whatever length a table stored.
+
 This is the one module that implements the spec: the redactor's keyed
 (HMAC) block hashes take their bytes and digests from here too.
 
@@ -178,6 +184,23 @@ def digest(data: bytes, algorithm: str | None, key: Callable[[], bytes]) -> str:
     if algorithm == HMAC_SHA256:
         return hmac.new(key(), data, hashlib.sha256).hexdigest()
     raise ValueError(f"unknown block hash algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
+
+
+# Hex digits of a block hash that are stored and compared: 64 bits. Two different blocks of
+# one block name whose hashes share them (1 in 1.8e19 per comparison) would hide that block's
+# move from a rot check; the request hash, kept whole, still says the request changed.
+BLOCK_DIGEST_CHARS = 16
+
+
+def block_digest(hex_digest: str) -> str:
+    """A block hash as stored and compared: its first ``BLOCK_DIGEST_CHARS`` digits (a
+    table written before kept all 64; a shorter value is returned as it is)."""
+    return hex_digest[:BLOCK_DIGEST_CHARS]
+
+
+def same_block_digest(recorded: str | None, computed: str | None) -> bool:
+    """Whether two hashes of a block (recorded and re-rendered, of any stored length) agree."""
+    return recorded is not None and computed is not None and block_digest(recorded) == block_digest(computed)
 
 
 def request_sha256(request: Mapping[str, Any]) -> str:

@@ -39,6 +39,12 @@ query engine reading the Delta files directly sees the stored form; the README's
   in ``calls`` (same call_id and occurred_date) when the row is written; a row whose
   call is not in ``calls`` (a span's audit row, a call not ingested) keeps it.
   ``with_call_values`` reads it back (``FROM_CALL`` lists every such copy).
+- ``calls.block_hashes[].sha256`` keeps the first ``BLOCK_DIGEST_CHARS`` (16) hex digits
+  of each block hash (``stored_block_hashes``): a block hash only tells a rot check which
+  ingredient moved, and the check compares by those digits
+  (``record.canonical.same_block_digest``). The row is built with the full digests (its
+  ``record_sha256`` covers them as computed, so it is the same as before); reading gives
+  the 16 digits, also from a table written with 64 (``BLOCK_DIGESTS_READ``).
 - ``record_sha256`` is the merge's change detector. In ``calls`` it is the
   record's pinned identity (tests/pinned) and keeps all 64 hex digits; in every
   other table only a change has to be noticed, so the first 8 (32 bits) are kept
@@ -59,6 +65,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipelines.record.canonical import BLOCK_DIGEST_CHARS
 from pipelines.record.canonical import call_id as key_of
 from pipelines.record.schema import CALLS, KEYS, PARTITIONS, SPANS
 from pipelines.rot.set_key import KEY_COLUMN, KEY_COLUMNS, set_keys
@@ -124,7 +131,9 @@ def to_stored(
         data = short_call_ids(name, data, [c for c in day_calls if c is not None], existing)
     names = data.schema.names
     if name == "calls":
-        # derived from the values written, after redaction: it always describes its row
+        data = stored_block_hashes(data)
+        # derived from the values written, after redaction and with the block hashes as
+        # stored: it always describes its row, and a row read back and written again keeps it
         keys = set_keys(pl.from_arrow(data.select(KEY_COLUMNS)))
         data = data.set_column(names.index(KEY_COLUMN), KEY_COLUMN, keys.to_arrow().cast(pa.string()))
         computed, recorded = data["request_sha256"], data["rendered_request_sha256"]
@@ -151,6 +160,22 @@ def to_stored(
     if name in ROW_ORDER and data.num_rows > 1:
         data = data.sort_by([(column, "ascending") for column in ROW_ORDER[name]])
     return with_layout(name, data)
+
+
+# a `calls` row's block hashes with each digest as stored (``BLOCK_DIGEST_CHARS``; a table
+# written before kept all 64 digits): what every reader of `calls` gets
+BLOCK_DIGESTS_READ = pl.col("block_hashes").list.eval(
+    pl.element().struct.with_fields(pl.field("sha256").str.slice(0, BLOCK_DIGEST_CHARS))
+)
+
+
+def stored_block_hashes(calls: pa.Table) -> pa.Table:
+    """``calls`` with each block hash cut to the digits stored (see the module docstring)."""
+    if calls.num_rows == 0:
+        return calls
+    column = calls.schema.field("block_hashes")
+    cut = pl.from_arrow(calls.select(["block_hashes"])).select(BLOCK_DIGESTS_READ).to_series()
+    return calls.set_column(calls.schema.names.index("block_hashes"), column, cut.to_arrow().cast(column.type))
 
 
 # `calls.call_id` and `spans.span_key` are sha256 of "source_format|trace_id|span_id"
@@ -300,7 +325,7 @@ def from_stored(
     if name == "calls":
         if KEY_COLUMN not in frame.collect_schema().names():  # a table written before the column
             frame = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
-        return frame.with_columns(computed_request_sha256(), derived_key("call_id"))
+        return frame.with_columns(computed_request_sha256(), derived_key("call_id"), BLOCK_DIGESTS_READ)
     if name == "spans":
         calls = stored_scan("calls")
         return span_call_ids(frame) if calls is None else spans_with_calls(frame, calls)

@@ -71,15 +71,37 @@ def _with_statistics(field: pa.Field) -> bool:
     return temporal_or_number or pa.types.is_boolean(kind) or field.name in LABELS_WITH_STATISTICS
 
 
-UNIQUE_COLUMNS = {name: ColumnProperties(dictionary_enabled=False) for name in UNIQUE_PER_ROW}
+# Hex digests and ids (random digits, mostly one value a row) stored as DELTA_LENGTH_BYTE_ARRAY:
+# PLAIN writes a 4-byte length before every value, which zstd cannot take out from between
+# random digits; this encoding writes the lengths apart (delta-packed: nearly nothing, they are
+# all the same) and the digits back to back. No dictionary either: trace ids repeat only a few
+# times a file. Text is not encoded so: DLBA made `calls.system_text` 16 -> 18 bytes a call (its
+# values repeat, which a dictionary or zstd's window finds better between lengths).
+# bench/storage.py's day, bytes a call: see README "Storage". Top-level columns only: delta-rs
+# names a column's properties by one path element, so a nested leaf (block_hashes.sha256)
+# keeps the defaults.
+HEX_DIGESTS = (
+    *UNIQUE_PER_ROW, "trace_id", "parent_span_id",
+)  # fmt: skip
+HEX_ENCODING = "DELTA_LENGTH_BYTE_ARRAY"
+
+
+def _column_properties(name: str, with_statistics: bool) -> ColumnProperties:
+    hex_digest = name in HEX_DIGESTS
+    return ColumnProperties(
+        statistics_enabled="CHUNK" if with_statistics else None,
+        dictionary_enabled=False if hex_digest or name in UNIQUE_PER_ROW else None,
+        encoding=HEX_ENCODING if hex_digest else None,
+    )
+
+
 COLUMN_PROPERTIES = {
-    **{
-        field.name: ColumnProperties(statistics_enabled="CHUNK")
-        for schema in TABLES.values()
-        for field in schema
-        if _with_statistics(field) and field.name not in UNIQUE_PER_ROW
-    },
-    **UNIQUE_COLUMNS,
+    field.name: _column_properties(field.name, _with_statistics(field) and field.name not in UNIQUE_PER_ROW)
+    for schema in TABLES.values()
+    for field in schema
+    if (_with_statistics(field) and field.name not in UNIQUE_PER_ROW)
+    or field.name in UNIQUE_PER_ROW
+    or field.name in HEX_DIGESTS
 }
 
 

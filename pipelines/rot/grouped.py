@@ -45,7 +45,7 @@ import orjson
 import polars as pl
 import pyarrow as pa
 
-from pipelines.record.canonical import canonical_json
+from pipelines.record.canonical import canonical_json, same_block_digest
 from pipelines.rot.check import (
     APPROXIMATE,
     EXACT,
@@ -723,7 +723,7 @@ def _slots(sets: _Sets, slots: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.D
     def matches(sha: str, algorithm: str | None, canonical: str) -> bool:
         # plain sha256 directly: these strings differ per call, so caching them buys nothing
         if algorithm in (None, "sha256"):
-            return hashlib.sha256(canonical.encode()).hexdigest() == sha
+            return same_block_digest(sha, hashlib.sha256(canonical.encode()).hexdigest())
         return redaction_matches(sha, algorithm, canonical)
 
     by_gid = {gid: _slot_set(sets, rep) for gid, rep in zip(groups["_gid"], sets.calls(groups["_rep"]), strict=True)}

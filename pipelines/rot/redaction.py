@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from pipelines.record.canonical import sha256_hex
+from pipelines.record.canonical import same_block_digest, sha256_hex
 from pipelines.redact.block_hashes import SHA256, block_sha256
 from pipelines.redact.encryption import DecryptionError
 from pipelines.redact.keys import KeyRing, MissingKey
@@ -124,4 +124,4 @@ class RedactionView:
                 sha256_hex(canonical) if key[0] == SHA256 else block_sha256(json.loads(canonical), algorithm, self.keys)
             )
             found = self._hashes[key] = digest
-        return found == sha
+        return same_block_digest(sha, found)
