@@ -42,15 +42,15 @@ def around(pieces: Mapping[str, str]) -> tuple[str, str]:
     return head, "".join("," + p for p in after) + "}"
 
 
-def reproduces(text: str, request: Mapping[str, Any], keys: set[str], today: Mapping[str, str]) -> bool:
+def reproduces(text: str, request: Mapping[str, Any], keys: set[str], pieces: Mapping[str, str]) -> bool:
     """Do the stored canonical bytes ``text`` (with top-level ``keys`` besides the call's
     own part) hold today's pieces other than the own part? A JSON value ends where its
     bytes say, so a text that starts with today's bytes up to ``"messages":`` has their
     values; one that ends with today's bytes after the own part has those, read from the
     end (the first ``,"key":`` of them cannot sit inside a string or a nested value of a
     valid text); the same keys on both sides leave nothing else. A key that sorts between
-    messages and metadata (never in practice) has its value serialised and compared."""
-    pieces = {k: v for k, v in today.items() if k not in OWN_KEYS}
+    messages and metadata (never in practice) has its value serialised and compared.
+    ``pieces`` are today's, without the own part's."""
     if pieces.keys() != keys:
         return False
     if any(between(k) for k in keys):
@@ -69,6 +69,7 @@ class ClassJudge:
         self.matches = checker.redaction.matches
         self._templates: dict[tuple[str, str], tuple[Any, bool, frozenset[str], str | None]] = {}
         self._differs: dict[tuple, bool] = {}
+        self._models: dict[str, tuple[str | None, str | None]] = {}
 
     def _template(self, template_id: str, version: str) -> tuple[Any, bool, frozenset[str], str | None]:
         key = (template_id, version)
@@ -113,13 +114,14 @@ class ClassJudge:
             return None
         if (uses_documents and not docs) or (variables is None and names):
             return None
-        if any(b.get("algorithm") not in _PLAIN for b in blocks):
-            return None
         renderer = self.renderer
         ingredients = self.ingredients
-        today = self.checker.today
-        model, model_json = renderer.model(alias, lambda: ingredients.resolve_model(alias, today), today)
-        if model is None:
+        found = self._models.get(alias)
+        if found is None:
+            today = self.checker.today
+            found = self._models[alias] = renderer.model(alias, lambda: ingredients.resolve_model(alias, today), today)
+        model, model_json = found
+        if not model:
             return None
         route_key = (service, (template.template_id, template.version, template.sha256))
         params, param_pieces, route_known = renderer.params(route_key, template, ingredients)
@@ -141,6 +143,8 @@ class ClassJudge:
 
         # the request moved: its blocks compared as Checker._compare_blocks compares them
         recorded = {b["block"]: (b["sha256"], b.get("algorithm")) for b in blocks}
+        if any(algorithm not in _PLAIN for _, algorithm in recorded.values()):
+            return None  # keyed hashes: the checker's own comparison
         moved: dict[str, str] = {}
         notes: list[str] = []
         if self._moved(recorded.get("model"), model_json):

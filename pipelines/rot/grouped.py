@@ -125,23 +125,25 @@ def _present(column: str) -> pl.Expr:
 
 
 _NOT_WITNESSED = "the recorded request does not hash to rendered_request_sha256"
+_NO_TEMPLATE, _NOT_WITNESSED_CODE = 1, 2
 
 
 def _early_missing(checker: Checker) -> pl.Expr:
-    """``missing`` where ``Checker.check`` stops before rendering anything (no template
-    version, or a request the hash did not witness) on a call redaction did not change;
-    null where the check goes on, or might otherwise (those calls go through the check)."""
+    """Why ``Checker.check`` stops before rendering anything on a call redaction did not
+    change (``_NO_TEMPLATE``: no template version; ``_NOT_WITNESSED_CODE``: a request the
+    hash did not witness); null where the check goes on, or might otherwise (those calls
+    go through the check)."""
     checkable = (
         ~_redacted(checker)
         & pl.col("request_json").str.starts_with("{").fill_null(False)
         & _present("rendered_request_sha256")
     )
-    listed = pl.List(pl.String)
+    # a code per row (the lists are made for the few early rows only, in ``_early_verdicts``)
     return (
         pl.when(checkable & ~(_present("template_id") & _present("template_version")))
-        .then(pl.lit(["template_version"], listed))
+        .then(pl.lit(_NO_TEMPLATE, pl.UInt8))
         .when(checkable & (pl.col("request_hash_matches") == False))  # noqa: E712 (null is not False)
-        .then(pl.lit(["request_matching_hash"], listed))
+        .then(pl.lit(_NOT_WITNESSED_CODE, pl.UInt8))
     )
 
 
@@ -157,7 +159,9 @@ def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
         "occurred_date",
         status=pl.lit(UNVERIFIABLE),
         components=empty,
-        missing="_early",
+        missing=pl.when(pl.col("_early") == _NO_TEMPLATE)
+        .then(pl.lit(["template_version"], listed))
+        .otherwise(pl.lit(["request_matching_hash"], listed)),
         rotted_blocks=empty,
         basis=pl.lit(NO_BASIS),
         replay_fidelity=pl.when(pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
@@ -169,9 +173,7 @@ def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
         index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
         model_alias="model_alias",
         model_snapshot=none,
-        detail=pl.when(pl.col("_early").list.first() == "request_matching_hash")
-        .then(pl.lit([_NOT_WITNESSED], listed))
-        .otherwise(empty),
+        detail=pl.when(pl.col("_early") == _NOT_WITNESSED_CODE).then(pl.lit([_NOT_WITNESSED], listed)).otherwise(empty),
     ).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
@@ -319,13 +321,33 @@ def _with_ids(members: pl.DataFrame, groups: pl.DataFrame, id_name: str, rows: i
     return members.with_columns(ids.gather(members["_row"]).alias(id_name))
 
 
+def _system_blocks(block_hashes: pl.Series) -> pl.Series:
+    """Each call's recorded ``system`` block (the last one, as the check's block -> hash
+    dict keeps it), or null. Ingest writes it second, after the model's, so that position
+    is read directly where it holds the only one; the other rows are searched."""
+    block = pl.element().struct.field("block")
+    frame = block_hashes.to_frame("b")
+    second = frame.select(
+        at=pl.col("b").list.get(1, null_on_oob=True),
+        only=pl.col("b").list.eval(block == "system").list.sum() == 1,
+    )
+    direct = (second["at"].struct.field("block") == "system").fill_null(False) & second["only"].fill_null(False)
+    found = second["at"].alias("_system_block")
+    others = (~direct).arg_true()
+    if len(others):
+        searched = (
+            frame[others].select(pl.col("b").list.eval(pl.element().filter(block == "system")).list.last()).to_series()
+        )
+        found = found.scatter(others, searched)
+    return found
+
+
 def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     """Every call's verdict, as ``checker.check`` gives it, one row per call in input
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
     if calls.is_empty():
         return pl.DataFrame(schema=VERDICT_SCHEMA)
     base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
-    system = pl.col("block_hashes").list.eval(pl.element().filter(pl.element().struct.field("block") == "system"))
     keys = base.select(
         "_row",
         *_OWN,
@@ -334,9 +356,7 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         _fast=_fast_eligible(checker),
         _retained=_full_bytes_retained(),
         _early=_early_missing(checker),
-        # the last one, as the check's block -> hash dict keeps it
-        _system_block=system.list.last(),
-    )
+    ).with_columns(_system_block=_system_blocks(base["block_hashes"]))
     fast = keys.filter(pl.col("_fast"))
     early = keys.filter(pl.col("_early").is_not_null())
     slow_rows: list[int] = (
@@ -533,17 +553,35 @@ def _class_verdicts(
     base = sets.base
     columns = base.select(_REP_COLUMNS)[reps]
     values = [columns[name].to_list() for name in _REP_COLUMNS]
-    hashes = base["block_hashes"].gather(reps).to_arrow().to_pylist()
-    documents = base["retrieval"].struct.field("documents").gather(reps).to_arrow().to_pylist()
+    # the blocks a verdict compares (the messages' are the record's on both sides), and the
+    # documents' fields it reads: converting fewer nested values is most of the cost here
+    element = pl.element().struct.field
+    gathered = base.select(pl.col("block_hashes", "retrieval").gather(reps))
+    nested = gathered.select(
+        _blocks=pl.col("block_hashes").list.eval(
+            pl.struct(element("block"), element("sha256"), element("algorithm")).filter(
+                ~element("block").str.starts_with("messages")
+            )
+        ),
+        _any=pl.col("block_hashes").list.len() > 0,
+        _docs=pl.col("retrieval")
+        .struct.field("documents")
+        .list.eval(pl.struct(element("doc_id"), element("rank"), element("score"), element("text"))),
+    )
+    hashes = nested["_blocks"].to_arrow().to_pylist()
+    documents = nested["_docs"].to_arrow().to_pylist()
+    any_blocks = nested["_any"].to_list()
     snapshot = checker.ingredients.index_snapshot
     shared: dict[str, list] = {name: [] for name in SHARED}
     shared_columns = [shared[name] for name in SHARED]
     judge = ClassJudge(checker)
     complete: list[bool] = []
     pieces_of: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
-    rows = enumerate(zip(*values, hashes, documents, strict=True))
-    for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs) in rows:
+    rows = enumerate(zip(*values, hashes, documents, any_blocks, strict=True))
+    for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs, some) in rows:
         request = _parsed(text)
+        if some and not blocks:  # only the messages' blocks: the check reads them as they are
+            blocks = base["block_hashes"][reps[class_id]].to_list()
         call = {
             "call_id": call_id,
             "template_id": template_id,
@@ -587,7 +625,8 @@ def _class_verdicts(
             keys = {k for k, v in request.items() if k not in _OWN_KEYS and v is not None}
 
             def reproduces(today: Rerendered, text=text, request=request, keys=keys, dropped=dropped) -> bool:
-                return not dropped and same_request(text, request, keys, today.pieces)
+                pieces = {k: v for k, v in today.pieces.items() if k not in _OWN_KEYS}
+                return not dropped and same_request(text, request, keys, pieces)
 
             today = checker.judge(call, own, ranked, RAW, result, reproduces)
             recorded = None
@@ -607,19 +646,42 @@ def _rerendered_spliced(
     sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
 ) -> pl.Series:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (read in place between the set's recorded prefix and suffix, which
-    are checked) and today's suffix; in the order of ``needs``.
+    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
 
     Calls of one class whose stored bytes are the same (a day repeats many requests
-    byte for byte) re-render to the same bytes: each distinct request is hashed once,
-    in one loop over the distinct requests' bytes."""
-    plans: dict[int, tuple[Any, bytes, bytes, bytes]] = {}
-    for class_id, (recorded, today) in pieces_of.items():
+    byte for byte) re-render to the same bytes: each distinct request is hashed once."""
+    ids = list(pieces_of)
+    position = {class_id: i for i, class_id in enumerate(ids)}
+    heads: list[Any] = []
+    tails: list[bytes] = []
+    prefixes: list[bytes | None] = []
+    suffixes: list[bytes | None] = []
+    for class_id in ids:
+        recorded, today = pieces_of[class_id]
         splice = _splice(recorded, today) if recorded is not None else None
-        if splice is not None:
-            # today's prefix hashed once per class; each call continues from a copy
-            head = hashlib.sha256(splice.today_prefix.encode())
-            plans[class_id] = (head, splice.today_suffix.encode(), splice.prefix.encode(), splice.suffix.encode())
+        if splice is None:
+            heads.append(None)
+            tails.append(b"")
+            prefixes.append(None)
+            suffixes.append(None)
+            continue
+        # today's prefix hashed once per class; each call continues from a copy
+        heads.append(hashlib.sha256(splice.today_prefix.encode()))
+        tails.append(splice.today_suffix.encode())
+        prefixes.append(splice.prefix.encode())
+        suffixes.append(splice.suffix.encode())
+    bounds = _frame({"_prefix": prefixes, "_suffix": suffixes}, {"_prefix": pl.Binary, "_suffix": pl.Binary})
+    # where each call's own part lies in its bytes, checked against the set's prefix and
+    # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
+    request = pl.col("_request")
+    at = pl.col("_prefix").bin.size()
+    until = request.bin.size() - pl.col("_suffix").bin.size()
+    ok = (
+        request.bin.starts_with(pl.col("_prefix"))
+        & request.bin.ends_with(pl.col("_suffix"))
+        & (at <= until)
+        & ~pl.col("_metadata_dropped")
+    ).fill_null(False)
     # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
     # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
     distinct = (
@@ -628,24 +690,27 @@ def _rerendered_spliced(
         .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
         .agg("_at", pl.col("_row").first())
     )
-    texts = sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary).to_list()
-    classes = distinct["_class"].to_list()
-    dropped = distinct["_metadata_dropped"].to_list()
+    # each call's class bounds by position (class ids are small integers), not by a join
+    where = pl.Series([None] * (max(ids) + 1), dtype=pl.UInt32).scatter(ids, range(len(ids)))
+    at_bounds = where.gather(distinct["_class"])
+    distinct = distinct.with_columns(
+        _request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary),
+        _prefix=bounds["_prefix"].gather(at_bounds),
+        _suffix=bounds["_suffix"].gather(at_bounds),
+    ).select("_at", "_class", "_request", _own=pl.when(ok).then(request.bin.slice(at, until - at)))
     out: list[str] = []
     append = out.append
-    for class_id, drops, data in zip(classes, dropped, texts, strict=True):
-        plan = plans.get(class_id)
-        # a falsy metadata value (which today's request leaves out) goes the slow way
-        if plan is not None and not drops:
-            head, tail, prefix, suffix = plan
-            end = len(data) - len(suffix)
-            if end >= len(prefix) and data.startswith(prefix) and data.endswith(suffix):
-                digest = head.copy()
-                digest.update(memoryview(data)[len(prefix) : end])
-                digest.update(tail)
-                append(digest.hexdigest())
-                continue
-        append(_rerendered_by_parsing(data.decode(), pieces_of[class_id][1]))
+    columns = zip(distinct["_class"].to_list(), distinct["_own"].to_list(), strict=True)
+    for j, (class_id, own) in enumerate(columns):
+        i = position[class_id]
+        if own is not None:
+            digest = heads[i].copy()
+            digest.update(own)
+            digest.update(tails[i])
+            append(digest.hexdigest())
+        else:
+            text = distinct["_request"][j].decode()
+            append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
     spread = distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at")
     return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
 
