@@ -42,7 +42,13 @@ def around(pieces: Mapping[str, str]) -> tuple[str, str]:
     return head, "".join("," + p for p in after) + "}"
 
 
-def reproduces(text: str, request: Mapping[str, Any], keys: set[str], pieces: Mapping[str, str]) -> bool:
+def reproduces(
+    text: str,
+    request: Mapping[str, Any],
+    keys: set[str],
+    pieces: Mapping[str, str],
+    bounds: tuple[str, str] | None = None,
+) -> bool:
     """Do the stored canonical bytes ``text`` (with top-level ``keys`` besides the call's
     own part) hold today's pieces other than the own part? A JSON value ends where its
     bytes say, so a text that starts with today's bytes up to ``"messages":`` has their
@@ -50,12 +56,12 @@ def reproduces(text: str, request: Mapping[str, Any], keys: set[str], pieces: Ma
     end (the first ``,"key":`` of them cannot sit inside a string or a nested value of a
     valid text); the same keys on both sides leave nothing else. A key that sorts between
     messages and metadata (never in practice) has its value serialised and compared.
-    ``pieces`` are today's, without the own part's."""
+    ``pieces`` are today's, without the own part's; ``bounds`` their ``around``, if known."""
     if pieces.keys() != keys:
         return False
     if any(between(k) for k in keys):
         return pieces == {k: canonical_json(request[k]) for k in keys}
-    head, tail = around(pieces)
+    head, tail = bounds if bounds is not None else around(pieces)
     return len(text) >= len(head) + len(tail) and text.startswith(head) and text.endswith(tail)
 
 
@@ -105,9 +111,10 @@ class ClassJudge:
         request: Mapping[str, Any],
         blocks: Sequence[Mapping[str, Any]] | None,
         docs: Sequence[Mapping[str, Any]],
-    ) -> tuple[tuple, dict[str, str]] | None:
-        """(the class's ``SHARED`` values, today's pieces other than the own part), or None
-        where ``Checker.judge`` decides. ``docs`` are the recorded documents in rank order;
+    ) -> tuple[tuple, dict[str, str], tuple[str, str] | None] | None:
+        """(the class's ``SHARED`` values, today's pieces other than the own part, their
+        ``around`` (None where a key sorts between the own keys)), or None where
+        ``Checker.judge`` decides. ``docs`` are the recorded documents in rank order;
         ``request`` the parsed stored request, whose ``messages`` is a list."""
         template, uses_documents, names, tools = self._template(template_id, version)
         if template is None or not alias or not blocks:
@@ -138,8 +145,9 @@ class ClassJudge:
 
         dropped = "metadata" in request and not request["metadata"]
         keys = {k for k, v in request.items() if k not in OWN_KEYS and v is not None}
-        if not dropped and reproduces(text, request, keys, pieces):
-            return (VERIFIED, [], [], [], FULL_REQUEST, template.sha256, model, []), pieces
+        bounds = None if any(between(k) for k in pieces) else around(pieces)
+        if not dropped and reproduces(text, request, keys, pieces, bounds):
+            return (VERIFIED, [], [], [], FULL_REQUEST, template.sha256, model, []), pieces, bounds
 
         # the request moved: its blocks compared as Checker._compare_blocks compares them
         recorded = {b["block"]: (b["sha256"], b.get("algorithm")) for b in blocks}
@@ -181,4 +189,4 @@ class ClassJudge:
         components = sorted({c for c in moved.values() if c}, key=COMPONENTS.index)
         if not components:
             notes.append("the request differs but no ingredient could be named")
-        return (ROTTED, components, [], sorted(moved), FULL_REQUEST, template.sha256, model, notes), pieces
+        return (ROTTED, components, [], sorted(moved), FULL_REQUEST, template.sha256, model, notes), pieces, bounds

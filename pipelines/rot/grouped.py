@@ -56,11 +56,11 @@ from pipelines.rot.check import (
     RotCheck,
     _recorded_documents,
 )
-from pipelines.rot.class_verdict import ClassJudge
+from pipelines.rot.class_verdict import ClassJudge, around
 from pipelines.rot.class_verdict import reproduces as same_request
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import RAW, REDACTED_FLAG
-from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
+from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
 from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, metadata_dropped, set_keys
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
@@ -227,22 +227,18 @@ def _between(key: str) -> bool:
     return "messages" < key < "metadata"
 
 
-def _splice(recorded: Mapping[str, str], today: Mapping[str, str]) -> _Splice | None:
-    """None when a key would sort between messages and metadata (never in practice)."""
+def _splice(
+    recorded: Mapping[str, str], today: Mapping[str, str], today_bounds: tuple[str, str] | None = None
+) -> _Splice | None:
+    """None when a key would sort between messages and metadata (never in practice).
+    ``today_bounds``: today's ``around``, where the class verdict made it already."""
     own = ("messages", "metadata")
     if any(_between(k) for k in (*recorded, *today) if k not in own):
         return None
-
-    def around(pieces: Mapping[str, str]) -> tuple[str, str]:
-        keys = sorted(pieces)
-        before = [_key(k) + ":" + pieces[k] for k in keys if k < "messages"]
-        after = [_key(k) + ":" + pieces[k] for k in keys if k > "metadata"]
-        head = "{" + "".join(p + "," for p in before) + '"messages":'
-        return head, "".join("," + p for p in after) + "}"
-
     prefix, suffix = around({k: v for k, v in recorded.items() if k not in own})
-    today_prefix, today_suffix = around({k: v for k, v in today.items() if k not in own})
-    return _Splice(prefix, suffix, today_prefix, today_suffix)
+    if today_bounds is None:
+        today_bounds = around({k: v for k, v in today.items() if k not in own})
+    return _Splice(prefix, suffix, *today_bounds)
 
 
 def _own_part(request_json: str, splice: _Splice) -> str | None:
@@ -393,8 +389,11 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
     modes = {}
+    static: dict[tuple[str, str], str | None] = {}  # the AST decides once per template version
     for gid, rep, template_id, version in groups.select("_gid", "_rep", "template_id", "template_version").iter_rows():
-        modes[gid] = _static_mode(sets, checker.ingredients.template(template_id, version))
+        if (template_id, version) not in static:
+            static[template_id, version] = _static_mode(sets, checker.ingredients.template(template_id, version))
+        modes[gid] = static[template_id, version]
         if modes[gid] is None:
             modes[gid] = _mode(sets, sets.calls([rep])[0])
     plain_gids = [g for g, m in modes.items() if m == "plain"]
@@ -455,7 +454,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
-    shared, complete, pieces_of = _class_verdicts(sets, classes["_rep"])
+    shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"])
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -471,7 +470,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     if wanted.any():
         needs = members.filter(wanted)
         if system_of is None:
-            hashes = _rerendered_spliced(sets, needs, pieces_of)
+            hashes = _rerendered_spliced(sets, needs, pieces_of, bounds)
         else:
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
@@ -577,6 +576,7 @@ def _class_verdicts(
     judge = ClassJudge(checker)
     complete: list[bool] = []
     pieces_of: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
+    bounds: dict[int, tuple[str, str]] = {}
     rows = enumerate(zip(*values, hashes, documents, any_blocks, strict=True))
     for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs, some) in rows:
         request = _parsed(text)
@@ -596,12 +596,14 @@ def _class_verdicts(
         if isinstance(request.get("messages"), list):
             fast = judge.judge(template_id, version, variables, service, alias, text, request, blocks, ranked)
             if fast is not None:
-                values, today_pieces = fast
+                values, today_pieces, today_bounds = fast
                 for column, value in zip(shared_columns, values, strict=True):
                     column.append(value)
                 complete.append(True)
                 if values[0] != VERIFIED:
                     pieces_of[class_id] = (_recorded_pieces(request), today_pieces)
+                    if today_bounds is not None:
+                        bounds[class_id] = today_bounds
                 continue
         result = RotCheck(
             call_id=call_id,
@@ -639,11 +641,14 @@ def _class_verdicts(
         complete.append(made)
         if made and result.status != VERIFIED:
             pieces_of[class_id] = (recorded if recorded is not None else _recorded_pieces(request), today.pieces)
-    return shared, complete, pieces_of
+    return shared, complete, pieces_of, bounds
 
 
 def _rerendered_spliced(
-    sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
+    sets: _Sets,
+    needs: pl.DataFrame,
+    pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
+    bounds: Mapping[int, tuple[str, str]],
 ) -> pl.Series:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
     call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
@@ -658,7 +663,7 @@ def _rerendered_spliced(
     suffixes: list[bytes | None] = []
     for class_id in ids:
         recorded, today = pieces_of[class_id]
-        splice = _splice(recorded, today) if recorded is not None else None
+        splice = _splice(recorded, today, bounds.get(class_id)) if recorded is not None else None
         if splice is None:
             heads.append(None)
             tails.append(b"")
