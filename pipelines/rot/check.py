@@ -389,7 +389,7 @@ class Checker:
         if (
             again.canonical is not None
             and want is not None
-            and self.redaction.matches(want[0], want[1], again.canonical)
+            and self.redaction.matches(want[0], want[1], again.canonical, again.sha256)
         ):
             return False
         notes.append(f"system: {name} renders differently than recorded")

@@ -169,7 +169,8 @@ class ClassJudge:
             moved["tools"] = "tools_changed"
             notes.append(f"tools: {name} defines other tools")
         checker = self.checker
-        system_moved = self._moved(recorded.get("system"), system.canonical)
+        want = recorded.get("system")
+        system_moved = want is None or not self.matches(want[0], want[1], system.canonical, system.sha256)
         if system_moved:
             call = {"template_variables_json": variables}
             if checker._template_changed(call, template, docs, current, recorded, True, notes):
