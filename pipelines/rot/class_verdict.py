@@ -176,15 +176,7 @@ class ClassJudge:
             if checker._template_changed(call, template, docs, current, recorded, True, notes):
                 moved["system"] = "template_changed"
             if uses_documents:
-                snapshot = ingredients.index_snapshot
-                for ref in current:
-                    block = f"document:{ref.doc_id}"
-                    if ref.text is None:
-                        moved[block] = "document_missing"
-                        notes.append(f"{block}: not in index {snapshot}")
-                    elif checker._document_moved(ref, recorded):
-                        moved[block] = "document_changed"
-                        notes.append(f"{block}: text changed in index {snapshot}")
+                checker._documents_moved(current, recorded, moved, notes)
             if "system" not in moved:
                 moved["system"] = ""
         components = sorted({c for c in moved.values() if c}, key=COMPONENTS.index)
