@@ -45,14 +45,20 @@ query engine reading the Delta files directly sees the stored form; the README's
   (``record.canonical.same_block_digest``). The row is built with the full digests (its
   ``record_sha256`` covers them as computed, so it is the same as before); reading gives
   the 16 digits, also from a table written with 64 (``BLOCK_DIGESTS_READ``).
-- ``record_sha256`` is the merge's change detector. In ``calls`` it is the
-  record's pinned identity (tests/pinned) and keeps all 64 hex digits; in every
-  other table only a change has to be noticed, so the first 8 (32 bits) are kept
-  (``CHANGE_DIGEST_CHARS``; tables written with 16 digits keep working, see
-  ``change_digest``).
+- ``record_sha256`` is the merge's change detector: a merge rewrites a stored row only
+  where it differs from the new row's. No table stores all 64 digits any more
+  (``record_digest_chars``): outside `calls` the first 8 (32 bits) are kept
+  (``CHANGE_DIGEST_CHARS``); `calls` keeps the first **16** (64 bits,
+  ``CALLS_RECORD_DIGEST_CHARS``), the documented successor of the record's pinned
+  digest: the core still computes the full sha256 (``record.canonical.record_sha256``),
+  and reading gives its first 16 digits (tests/pinned compares them with the pinned
+  value's). Tables written with longer digests (64 in `calls`, 16 elsewhere) keep
+  merging without a second row or a rewrite of an unchanged one: ``change_digest``
+  compares by the first digits.
 
-Measured on the demo day by bench/storage.py: with zstd, a 64-digit hex digest
-costs ~39 bytes a row, about as much as all of a call's text.
+Measured on the demo day by bench/storage.py: with zstd (and DELTA_LENGTH_BYTE_ARRAY,
+``resources/warehouse.HEX_DIGESTS``), a 64-digit hex digest costs ~34 bytes a row (more than a
+call's compressed request body, 31), 16 digits ~8.
 """
 
 from __future__ import annotations
@@ -77,8 +83,20 @@ from pipelines.rot.set_key import KEY_COLUMN, KEY_COLUMNS, set_keys
 # 10M rows a day changed, one missed update would be expected every ~430 days, and it is
 # caught by the next change of that row. 16 digits cost ~4.5 bytes a row more under zstd.
 CHANGE_DIGEST_CHARS = 8
-# tables whose record_sha256 is more than a change detector
-FULL_RECORD_DIGEST = frozenset({"calls"})
+# Hex digits of `calls.record_sha256` stored: the successor of the pinned 64-digit record
+# digest is its first 16. It is `calls`' change detector and names the record's content in
+# tests/pinned; 64 bits make a changed row whose digest stays the same 1 in 1.8e19 (at 10M
+# changed rows a day, one in ~5e9 years), and a reader can still tell records apart by it
+# (a day of 10M calls: ~3e-6 chance that two distinct records share one). 27 bytes a call
+# fewer than 64 digits (35 -> 8 on bench/storage.py's day).
+CALLS_RECORD_DIGEST_CHARS = 16
+
+
+def record_digest_chars(name: str) -> int:
+    """Hex digits of ``record_sha256`` that table ``name`` stores."""
+    return CALLS_RECORD_DIGEST_CHARS if name == "calls" else CHANGE_DIGEST_CHARS
+
+
 HOUR = "occurred_hour"
 # Rows in this order in the files written: a trace's times then differ little from the
 # previous row's (traces: 47 -> 44 bytes a call). Sorting `calls` or the call-keyed tables
@@ -154,8 +172,8 @@ def to_stored(
         )
         derivable = pc.fill_null(pc.equal(key, derived), False)
         data = data.set_column(names.index(column), column, pc.if_else(derivable, pa.scalar(None, key.type), key))
-    if "record_sha256" in names and name not in FULL_RECORD_DIGEST:
-        digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, CHANGE_DIGEST_CHARS)
+    if "record_sha256" in names:
+        digest = pc.utf8_slice_codeunits(data["record_sha256"], 0, record_digest_chars(name))
         data = data.set_column(names.index("record_sha256"), "record_sha256", digest)
     if name in ROW_ORDER and data.num_rows > 1:
         data = data.sort_by([(column, "ascending") for column in ROW_ORDER[name]])
@@ -227,11 +245,10 @@ def key_predicate(name: str) -> str:
 
 def change_digest(name: str, alias: str) -> str:
     """The SQL expression of ``alias``'s stored ``record_sha256`` that a merge compares with the
-    new row's: a table written with longer digests (16 digits, before ``CHANGE_DIGEST_CHARS``
-    was 8) compares by their first digits, so an unchanged row is not rewritten only because
-    its digest is stored longer."""
-    column = f"{alias}.record_sha256"
-    return column if name in FULL_RECORD_DIGEST else f"left({column}, {CHANGE_DIGEST_CHARS})"
+    new row's (``record_digest_chars`` digits): a table written with longer digests (64 in
+    `calls`, 16 elsewhere, before they were cut) compares by their first digits, so an
+    unchanged row is not rewritten only because its digest is stored longer."""
+    return f"left({alias}.record_sha256, {record_digest_chars(name)})"
 
 
 def with_layout(name: str, data: pa.Table) -> pa.Table:
@@ -325,7 +342,13 @@ def from_stored(
     if name == "calls":
         if KEY_COLUMN not in frame.collect_schema().names():  # a table written before the column
             frame = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
-        return frame.with_columns(computed_request_sha256(), derived_key("call_id"), BLOCK_DIGESTS_READ)
+        return frame.with_columns(
+            computed_request_sha256(),
+            derived_key("call_id"),
+            BLOCK_DIGESTS_READ,
+            # a table written before keeps all 64 digits: read as the digits stored now
+            pl.col("record_sha256").str.slice(0, CALLS_RECORD_DIGEST_CHARS),
+        )
     if name == "spans":
         calls = stored_scan("calls")
         return span_call_ids(frame) if calls is None else spans_with_calls(frame, calls)

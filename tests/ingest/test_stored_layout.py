@@ -12,6 +12,7 @@ from pipelines.demo import generate
 from pipelines.record import canonical
 from pipelines.record.rows import finalize_call, new_call, span_for_call
 from pipelines.record.stored import (
+    CALLS_RECORD_DIGEST_CHARS,
     CHANGE_DIGEST_CHARS,
     SAME_AS_SPAN_KEY,
     computed_request_sha256,
@@ -54,8 +55,9 @@ def test_request_hash_is_stored_only_where_it_differs_and_always_read_back(tmp_p
     assert raw["s1"]["request_sha256"] is None and raw["s1"]["request_hash_matches"] is True
     assert raw["s2"]["request_sha256"] == other["request_sha256"] != other["rendered_request_sha256"]
     assert raw["s3"]["request_sha256"] is None and raw["s3"]["request_hash_matches"] is None
-    # the pinned record digest is the one the core computed, all 64 digits
-    assert raw["s1"]["record_sha256"] == same["record_sha256"] and len(same["record_sha256"]) == 64
+    # the core computes the record digest in full; `calls` stores its first 16 digits (its successor)
+    assert len(same["record_sha256"]) == 64 and CALLS_RECORD_DIGEST_CHARS == 16
+    assert raw["s1"]["record_sha256"] == same["record_sha256"][:CALLS_RECORD_DIGEST_CHARS]
 
     read = {r["span_id"]: r for r in warehouse.read("calls").to_dicts()}
     for built in (same, other, no_body):
@@ -119,3 +121,36 @@ def test_demo_day_spans_read_the_same_with_fewer_rows_stored(tmp_path, instance)
     # the traces rollup counts the llm spans it reads back
     traces = warehouse.read("traces")
     assert traces["call_count"].sum() == calls.height
+
+
+def test_a_calls_table_written_with_64_digit_record_digests_merges_without_rewrites_or_second_rows(
+    tmp_path, monkeypatch
+):
+    from pipelines.record import stored
+
+    body = {"model": "claude-sonnet-4-6", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
+    calls = [_call(f"s{i}", canonical.request_sha256(body), body) for i in range(3)]
+    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
+    # the layout before: the record digest stored in full
+    monkeypatch.setattr(stored, "CALLS_RECORD_DIGEST_CHARS", 64)
+    warehouse.merge("calls", calls)
+    monkeypatch.undo()
+    raw = pl.read_delta(warehouse.table_uri("calls"))
+    assert sorted(raw["record_sha256"]) == sorted(c["record_sha256"] for c in calls)
+
+    # the same rows again: their 64 stored digits begin with the 16 a merge brings now
+    version = warehouse.version("calls")
+    assert not warehouse.merge("calls", calls).committed and warehouse.version("calls") == version
+    # a rewrite of rows as read (16 digits) finds them unchanged since, and replaces them
+    read = warehouse.read("calls")
+    assert {len(d) for d in read["record_sha256"]} == {CALLS_RECORD_DIGEST_CHARS}
+    assert warehouse.rewrite("calls", read.with_columns(pl.lit("swept").alias("status"))).updated == 3
+    # a changed row is merged onto its stored row, not beside it
+    changed = finalize_call({**calls[1], "status": "error", "record_sha256": None})
+    assert changed["record_sha256"] != calls[1]["record_sha256"]
+    result = warehouse.merge("calls", [changed])
+    assert (result.updated, result.inserted) == (1, 0)
+    after = warehouse.read("calls").sort("span_id")
+    assert after["span_id"].to_list() == ["s0", "s1", "s2"]
+    assert after["status"].to_list() == ["swept", "error", "swept"]
+    assert after["record_sha256"][1] == changed["record_sha256"][:CALLS_RECORD_DIGEST_CHARS]
