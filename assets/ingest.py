@@ -7,19 +7,24 @@ last ingested) are skipped, so a re-run reads nothing and commits nothing.
 
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
+from pipelines import quality
 from pipelines.ingest import IngestBatch
-from pipelines.ingest_plan import plan_day
+from pipelines.ingest_plan import DayPlan, plan_day
 from pipelines.partitions import daily, day_and_shard, day_of
 from pipelines.redact.residual import patterns_for_mode
 from pipelines.resources.object_store import ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
-from pipelines.resources.warehouse import Warehouse, to_arrow
-from pipelines.traces import rollup
+from pipelines.resources.warehouse import MergeResult, Warehouse, to_arrow
+from pipelines.traces import CALL_COLUMNS, rollup
+
+if TYPE_CHECKING:
+    from pipelines.redact.redactor import Redactor
 
 READ_THREADS = 8
 
@@ -40,6 +45,27 @@ LOADED_TABLES = {
     "quarantine": "Records and objects that could not be ingested, with where and why.",
     "redaction_audit": "One row per redacted call: entity counts by type, mode, policy and detector versions.",
 }
+
+
+def _start_workers_early(redactor: "Redactor", rows: int) -> None:
+    """Start the redactor's worker processes as soon as the rows parsed so far
+    show the day will be redacted by them: spawning them and loading their NER
+    models (~1.4 CPU-s each) then overlaps with the rest of the parsing, on the
+    core the parent leaves idle, instead of delaying redaction (bench/ingest.py)."""
+    if not redactor.pool.started and redactor.pool.parallel_rows(rows):
+        # the pool starts its workers on first use; it has no public call to start them sooner
+        redactor.pool._started()
+
+
+def _write(plan: DayPlan, warehouse: Warehouse) -> dict[str, MergeResult]:
+    """The plan's writes in order: each table's ``MergeResult``."""
+    written = {}
+    for write in plan.writes:
+        written[write.table] = write.merge_into(warehouse)
+        if write.table in ("quarantine", "spans"):
+            # queryable (empty) from the first run; a day of llm spans alone stores no spans
+            warehouse.ensure(write.table)
+    return written
 
 
 @dg.multi_asset(
@@ -68,8 +94,15 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
     def report(done: int, total: int, batch: IngestBatch) -> None:
         if done % 50 == 0 or done == total:
             context.log.info(f"parsed {done}/{total} objects ({batch.records_read} records)")
+        _start_workers_early(redactor, len(batch.calls) + len(batch.spans))
 
-    with redaction.redactor() as redactor:
+    redactor = redaction.redactor()
+    # Workers freeing a day of rows take seconds to exit (one after the other): they
+    # stop in a thread as soon as redaction is done, while this process converts the
+    # redacted rows to Arrow and writes them.
+    stopping = ThreadPoolExecutor(1, thread_name_prefix="tracelake-redact-stop")
+    stopped = []
+    try:
         plan = plan_day(
             listed,
             seen,
@@ -85,19 +118,23 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
             progress=report,
             # shards of one day run at once: two blind appends into an empty day would not conflict
             sole_writer=shard is None,
+            # the quality checks' Great Expectations context is built while the workers run NER
+            redacting=quality.prepare_in_background,
+            redacted=lambda: stopped.append(stopping.submit(redactor.close)),
         )
+        written = _write(plan, warehouse)
+    finally:
+        if not stopped:
+            redactor.close()
+        stopping.shutdown(wait=True)
+    for result in stopped:
+        result.result()  # a worker that failed to stop is an error of this run
     for note in plan.notes:
         context.log.info(note)
     if plan.counts["records_quarantined_residual_pii"]:
         held = plan.counts["records_quarantined_residual_pii"]
         context.log.warning(f"residual PII: {held} rows quarantined instead of written")
 
-    written = {}
-    for write in plan.writes:
-        written[write.table] = write.merge_into(warehouse)
-        if write.table in ("quarantine", "spans"):
-            # queryable (empty) from the first run; a day of llm spans alone stores no spans
-            warehouse.ensure(write.table)
     calls, spans, audit = written["calls"], written["spans"], written["redaction_audit"]
     quarantine, log = written["quarantine"], written["ingest_log"]
     batch, counts, entities = plan.batch, plan.counts, plan.entities
@@ -162,7 +199,7 @@ def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Materi
     spans = warehouse.read("spans", window)
     day_traces = spans.filter(pl.col("occurred_date") == day)["trace_id"].unique()
     spans = spans.filter(pl.col("trace_id").is_in(day_traces.implode()))
-    calls = warehouse.read("calls", window & pl.col("trace_id").is_in(day_traces.implode()))
+    calls = warehouse.read("calls", window & pl.col("trace_id").is_in(day_traces.implode()), CALL_COLUMNS)
     rows = rollup(calls, spans, day, datetime.now(UTC))
     result = warehouse.merge("traces", rows, partitions=[day])
     context.log.info(f"{day}: {len(rows)} traces rolled up from {calls.height} calls and {spans.height} spans")

@@ -23,12 +23,14 @@ warnings.filterwarnings(
 )
 
 
-def _day_rows(warehouse: Warehouse, table: str, day) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
+def _day_rows(
+    warehouse: Warehouse, table: str, day, columns: list[str] | None = None
+) -> tuple[pl.DataFrame, dict[str, pl.DataFrame]]:
     on_day = pl.col("occurred_date") == day
     if table == "spans":
         return warehouse.read("spans", on_day), {"calls": warehouse.read("calls", on_day, ["call_id"])}
     if table in ("calls", "traces"):
-        return warehouse.read(table, on_day), {}
+        return warehouse.read(table, on_day, columns), {}
     if table == "agent_events":  # the judge stage's agent log: its llm.call events need call rows
         return warehouse.read(table, on_day), {"calls": warehouse.read("calls", on_day, ["call_id"])}
     log = warehouse.read("ingest_log", pl.col("partition_date") == day)
@@ -50,7 +52,7 @@ def quality_check(table: str, blocking: bool = True) -> dg.AssetChecksDefinition
     )
     def check(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dg.AssetCheckResult:
         day = day_of(context)
-        rows, others = _day_rows(warehouse, table, day)
+        rows, others = _day_rows(warehouse, table, day, quality.READ_COLUMNS.get(table))
         report = quality.validate(table, rows, others)
         for failure in report.failures:
             context.log.warning(f"{table} {day}: {failure.rule} on {failure.column}: {failure.unexpected} rows")

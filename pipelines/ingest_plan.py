@@ -97,6 +97,8 @@ def plan_day(
     patterns: Any = None,
     progress: Callable[[int, int, IngestBatch], None] | None = None,
     sole_writer: bool = True,
+    redacting: Callable[[], None] | None = None,
+    redacted: Callable[[], None] | None = None,
 ) -> DayPlan:
     """The write plan for ``day``.
 
@@ -108,7 +110,10 @@ def plan_day(
     planned; without one (benchmarks, tests of the load path) they are planned raw.
     ``sole_writer`` says no other run writes the day's partitions at the same
     time (the runs of a sharded day do): then rows going into a day that holds
-    none yet are appended rather than merged.
+    none yet are appended rather than merged. ``redacting`` is called as the
+    rows go to the redactor, for the caller's own work that can overlap with the
+    redactor's workers (the parent mostly waits for them); ``redacted`` once the
+    redactor is done with them (its workers can stop while the plan is finished).
     """
     todo, unchanged = objects_to_ingest(listed, seen)
     notes = [f"{day}: {len(listed)} objects listed, {len(todo)} new or changed, {len(unchanged)} unchanged"]
@@ -136,7 +141,9 @@ def plan_day(
         audit: list[dict[str, Any]] = []
         held = 0
         if redactor is not None:
-            audit, held = _redact_and_screen(batch, redactor, policy, patterns, read, run_id, now, notes)
+            if redacting is not None:
+                redacting()
+            audit, held = _redact_and_screen(batch, redactor, policy, patterns, read, run_id, now, notes, redacted)
 
         # A changed object replaces what its previous version wrote.
         changed = [o.uri for o in read if o.key in seen]
@@ -176,11 +183,14 @@ def _redact_and_screen(
     run_id: str,
     now: datetime,
     notes: list[str],
+    redacted_hook: Callable[[], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Redaction, then the residual-PII screen, on the batch in place: nothing after this sees raw text.
     Returns (the audit rows of what is written, rows held back)."""
     # the redactor screens the rows where it makes them (the text columns in its workers)
     redacted = redactor.redact_rows(batch.calls, batch.spans, now=now, screen=patterns)
+    if redacted_hook is not None:
+        redacted_hook()
     batch.calls, batch.spans = redacted.calls, redacted.spans
     # the redactor may change rows in place: none of the schema check's conversions is reused
     batch.converted.clear()

@@ -60,8 +60,16 @@ def _outcome(end: dict, errors: int, escalated: bool) -> str:
     return "error" if errors else ("escalated" if escalated else "ok")
 
 
+# The `calls` columns ``rollup`` reads: a day of calls read whole, text and all,
+# costs four times as much (0.41 s against about 0.1 on the 40k-call day).
+CALL_COLUMNS = (
+    "trace_id", "user_id", "service", "environment", "segment", "usage",
+    "response_model", "request_model", "status", "feedback", "escalated",
+)  # fmt: skip
+
+
 def rollup(calls: pl.DataFrame, spans: pl.DataFrame, day: date, now: datetime) -> list[dict]:
-    """`traces` rows for the traces that started on ``day``."""
+    """`traces` rows for the traces that started on ``day`` (``calls`` needs ``CALL_COLUMNS``)."""
     if spans.is_empty():
         return []
     span_totals = spans.group_by("trace_id").agg(

@@ -319,14 +319,7 @@ class Checker:
                         moved["system"] = "template_changed"
         # documents reach the request only through the system prompt
         if template is None or (template.uses_documents and (system_moved or system.impure or "system" in moved)):
-            for ref in today.current:
-                block = f"document:{ref.doc_id}"
-                if ref.text is None:
-                    moved[block] = "document_missing"
-                    notes.append(f"{block}: not in index {self.ingredients.index_snapshot}")
-                elif self._document_moved(ref, recorded):
-                    moved[block] = "document_changed"
-                    notes.append(f"{block}: text changed in index {self.ingredients.index_snapshot}")
+            self._documents_moved(today.current, recorded, moved, notes)
         if system_moved and "system" not in moved:
             moved["system"] = ""
 
@@ -353,6 +346,23 @@ class Checker:
             result.detail.append("the request differs but no ingredient could be named")
         if self.keep_blocks:
             self._keep(request, docs, today, moved, result)
+
+    def _documents_moved(
+        self,
+        current: Sequence[DocRef],
+        recorded: Mapping[str, tuple[str, str | None]],
+        moved: dict[str, str],
+        notes: list[str],
+    ) -> None:
+        """Name each of today's documents that is missing from the index or changed."""
+        for ref in current:
+            block = f"document:{ref.doc_id}"
+            if ref.text is None:
+                moved[block] = "document_missing"
+                notes.append(f"{block}: not in index {self.ingredients.index_snapshot}")
+            elif self._document_moved(ref, recorded):
+                moved[block] = "document_changed"
+                notes.append(f"{block}: text changed in index {self.ingredients.index_snapshot}")
 
     def _document_moved(self, ref: DocRef, recorded: Mapping[str, tuple[str, str | None]]) -> bool:
         want = recorded.get(f"document:{ref.doc_id}")
@@ -389,7 +399,7 @@ class Checker:
         if (
             again.canonical is not None
             and want is not None
-            and self.redaction.matches(want[0], want[1], again.canonical)
+            and self.redaction.matches(want[0], want[1], again.canonical, again.sha256)
         ):
             return False
         notes.append(f"system: {name} renders differently than recorded")

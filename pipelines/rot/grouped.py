@@ -56,9 +56,11 @@ from pipelines.rot.check import (
     RotCheck,
     _recorded_documents,
 )
+from pipelines.rot.class_verdict import ClassJudge, around
+from pipelines.rot.class_verdict import reproduces as same_request
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import RAW, REDACTED_FLAG
-from pipelines.rot.rerender import DocRef, Rerendered, _key, canonical_object
+from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
 from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, metadata_dropped, set_keys
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
@@ -123,23 +125,25 @@ def _present(column: str) -> pl.Expr:
 
 
 _NOT_WITNESSED = "the recorded request does not hash to rendered_request_sha256"
+_NO_TEMPLATE, _NOT_WITNESSED_CODE = 1, 2
 
 
 def _early_missing(checker: Checker) -> pl.Expr:
-    """``missing`` where ``Checker.check`` stops before rendering anything (no template
-    version, or a request the hash did not witness) on a call redaction did not change;
-    null where the check goes on, or might otherwise (those calls go through the check)."""
+    """Why ``Checker.check`` stops before rendering anything on a call redaction did not
+    change (``_NO_TEMPLATE``: no template version; ``_NOT_WITNESSED_CODE``: a request the
+    hash did not witness); null where the check goes on, or might otherwise (those calls
+    go through the check)."""
     checkable = (
         ~_redacted(checker)
         & pl.col("request_json").str.starts_with("{").fill_null(False)
         & _present("rendered_request_sha256")
     )
-    listed = pl.List(pl.String)
+    # a code per row (the lists are made for the few early rows only, in ``_early_verdicts``)
     return (
         pl.when(checkable & ~(_present("template_id") & _present("template_version")))
-        .then(pl.lit(["template_version"], listed))
+        .then(pl.lit(_NO_TEMPLATE, pl.UInt8))
         .when(checkable & (pl.col("request_hash_matches") == False))  # noqa: E712 (null is not False)
-        .then(pl.lit(["request_matching_hash"], listed))
+        .then(pl.lit(_NOT_WITNESSED_CODE, pl.UInt8))
     )
 
 
@@ -155,7 +159,9 @@ def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
         "occurred_date",
         status=pl.lit(UNVERIFIABLE),
         components=empty,
-        missing="_early",
+        missing=pl.when(pl.col("_early") == _NO_TEMPLATE)
+        .then(pl.lit(["template_version"], listed))
+        .otherwise(pl.lit(["request_matching_hash"], listed)),
         rotted_blocks=empty,
         basis=pl.lit(NO_BASIS),
         replay_fidelity=pl.when(pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
@@ -167,9 +173,7 @@ def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
         index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
         model_alias="model_alias",
         model_snapshot=none,
-        detail=pl.when(pl.col("_early").list.first() == "request_matching_hash")
-        .then(pl.lit([_NOT_WITNESSED], listed))
-        .otherwise(empty),
+        detail=pl.when(pl.col("_early") == _NOT_WITNESSED_CODE).then(pl.lit([_NOT_WITNESSED], listed)).otherwise(empty),
     ).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
 
 
@@ -223,22 +227,18 @@ def _between(key: str) -> bool:
     return "messages" < key < "metadata"
 
 
-def _splice(recorded: Mapping[str, str], today: Mapping[str, str]) -> _Splice | None:
-    """None when a key would sort between messages and metadata (never in practice)."""
+def _splice(
+    recorded: Mapping[str, str], today: Mapping[str, str], today_bounds: tuple[str, str] | None = None
+) -> _Splice | None:
+    """None when a key would sort between messages and metadata (never in practice).
+    ``today_bounds``: today's ``around``, where the class verdict made it already."""
     own = ("messages", "metadata")
     if any(_between(k) for k in (*recorded, *today) if k not in own):
         return None
-
-    def around(pieces: Mapping[str, str]) -> tuple[str, str]:
-        keys = sorted(pieces)
-        before = [_key(k) + ":" + pieces[k] for k in keys if k < "messages"]
-        after = [_key(k) + ":" + pieces[k] for k in keys if k > "metadata"]
-        head = "{" + "".join(p + "," for p in before) + '"messages":'
-        return head, "".join("," + p for p in after) + "}"
-
     prefix, suffix = around({k: v for k, v in recorded.items() if k not in own})
-    today_prefix, today_suffix = around({k: v for k, v in today.items() if k not in own})
-    return _Splice(prefix, suffix, today_prefix, today_suffix)
+    if today_bounds is None:
+        today_bounds = around({k: v for k, v in today.items() if k not in own})
+    return _Splice(prefix, suffix, *today_bounds)
 
 
 def _own_part(request_json: str, splice: _Splice) -> str | None:
@@ -317,13 +317,33 @@ def _with_ids(members: pl.DataFrame, groups: pl.DataFrame, id_name: str, rows: i
     return members.with_columns(ids.gather(members["_row"]).alias(id_name))
 
 
+def _system_blocks(block_hashes: pl.Series) -> pl.Series:
+    """Each call's recorded ``system`` block (the last one, as the check's block -> hash
+    dict keeps it), or null. Ingest writes it second, after the model's, so that position
+    is read directly where it holds the only one; the other rows are searched."""
+    block = pl.element().struct.field("block")
+    frame = block_hashes.to_frame("b")
+    second = frame.select(
+        at=pl.col("b").list.get(1, null_on_oob=True),
+        only=pl.col("b").list.eval(block == "system").list.sum() == 1,
+    )
+    direct = (second["at"].struct.field("block") == "system").fill_null(False) & second["only"].fill_null(False)
+    found = second["at"].alias("_system_block")
+    others = (~direct).arg_true()
+    if len(others):
+        searched = (
+            frame[others].select(pl.col("b").list.eval(pl.element().filter(block == "system")).list.last()).to_series()
+        )
+        found = found.scatter(others, searched)
+    return found
+
+
 def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     """Every call's verdict, as ``checker.check`` gives it, one row per call in input
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
     if calls.is_empty():
         return pl.DataFrame(schema=VERDICT_SCHEMA)
     base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
-    system = pl.col("block_hashes").list.eval(pl.element().filter(pl.element().struct.field("block") == "system"))
     keys = base.select(
         "_row",
         *_OWN,
@@ -332,9 +352,7 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
         _fast=_fast_eligible(checker),
         _retained=_full_bytes_retained(),
         _early=_early_missing(checker),
-        # the last one, as the check's block -> hash dict keeps it
-        _system_block=system.list.last(),
-    )
+    ).with_columns(_system_block=_system_blocks(base["block_hashes"]))
     fast = keys.filter(pl.col("_fast"))
     early = keys.filter(pl.col("_early").is_not_null())
     slow_rows: list[int] = (
@@ -371,8 +389,11 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     # How each set's system prompt depends on its calls: not at all (plain), through
     # printed scores (slots), or in a way only a full rendering per call shows (slow).
     modes = {}
+    static: dict[tuple[str, str], str | None] = {}  # the AST decides once per template version
     for gid, rep, template_id, version in groups.select("_gid", "_rep", "template_id", "template_version").iter_rows():
-        modes[gid] = _static_mode(sets, checker.ingredients.template(template_id, version))
+        if (template_id, version) not in static:
+            static[template_id, version] = _static_mode(sets, checker.ingredients.template(template_id, version))
+        modes[gid] = static[template_id, version]
         if modes[gid] is None:
             modes[gid] = _mode(sets, sets.calls([rep])[0])
     plain_gids = [g for g, m in modes.items() if m == "plain"]
@@ -433,7 +454,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
-    shared, complete, pieces_of = _class_verdicts(sets, classes["_rep"])
+    shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"])
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -449,7 +470,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     if wanted.any():
         needs = members.filter(wanted)
         if system_of is None:
-            hashes = _rerendered_spliced(sets, needs, pieces_of)
+            hashes = _rerendered_spliced(sets, needs, pieces_of, bounds)
         else:
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
@@ -485,6 +506,21 @@ def _parsed(request_json: str) -> dict[str, Any]:
         return json.loads(request_json)
 
 
+def _recorded_pieces(request: Mapping[str, Any]) -> dict[str, str]:
+    """The recorded top-level values other than the call's own part, as their canonical
+    JSON where orjson writes it (a splice checks them against each call's bytes, and
+    reads a call whose bytes they do not bound the slow way)."""
+    out = {}
+    for k, v in request.items():
+        if k in _OWN_KEYS or v is None:
+            continue
+        try:
+            out[k] = orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            out[k] = canonical_json(v)
+    return out
+
+
 # the columns of a class's representative its verdict reads
 _REP_COLUMNS = (
     "call_id",
@@ -516,15 +552,36 @@ def _class_verdicts(
     base = sets.base
     columns = base.select(_REP_COLUMNS)[reps]
     values = [columns[name].to_list() for name in _REP_COLUMNS]
-    hashes = base["block_hashes"].gather(reps).to_arrow().to_pylist()
-    documents = base["retrieval"].struct.field("documents").gather(reps).to_arrow().to_pylist()
+    # the blocks a verdict compares (the messages' are the record's on both sides), and the
+    # documents' fields it reads: converting fewer nested values is most of the cost here
+    element = pl.element().struct.field
+    gathered = base.select(pl.col("block_hashes", "retrieval").gather(reps))
+    nested = gathered.select(
+        _blocks=pl.col("block_hashes").list.eval(
+            pl.struct(element("block"), element("sha256"), element("algorithm")).filter(
+                ~element("block").str.starts_with("messages")
+            )
+        ),
+        _any=pl.col("block_hashes").list.len() > 0,
+        _docs=pl.col("retrieval")
+        .struct.field("documents")
+        .list.eval(pl.struct(element("doc_id"), element("rank"), element("score"), element("text"))),
+    )
+    hashes = nested["_blocks"].to_arrow().to_pylist()
+    documents = nested["_docs"].to_arrow().to_pylist()
+    any_blocks = nested["_any"].to_list()
     snapshot = checker.ingredients.index_snapshot
     shared: dict[str, list] = {name: [] for name in SHARED}
+    shared_columns = [shared[name] for name in SHARED]
+    judge = ClassJudge(checker)
     complete: list[bool] = []
     pieces_of: dict[int, tuple[dict[str, str], dict[str, str]]] = {}
-    rows = enumerate(zip(*values, hashes, documents, strict=True))
-    for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs) in rows:
+    bounds: dict[int, tuple[str, str]] = {}
+    rows = enumerate(zip(*values, hashes, documents, any_blocks, strict=True))
+    for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs, some) in rows:
         request = _parsed(text)
+        if some and not blocks:  # only the messages' blocks: the check reads them as they are
+            blocks = base["block_hashes"][reps[class_id]].to_list()
         call = {
             "call_id": call_id,
             "template_id": template_id,
@@ -535,6 +592,19 @@ def _class_verdicts(
             "block_hashes": blocks,
             "retrieval": {"documents": docs},
         }
+        ranked = _recorded_documents(call)
+        if isinstance(request.get("messages"), list):
+            fast = judge.judge(template_id, version, variables, service, alias, text, request, blocks, ranked)
+            if fast is not None:
+                values, today_pieces, today_bounds = fast
+                for column, value in zip(shared_columns, values, strict=True):
+                    column.append(value)
+                complete.append(True)
+                if values[0] != VERIFIED:
+                    pieces_of[class_id] = (_recorded_pieces(request), today_pieces)
+                    if today_bounds is not None:
+                        bounds[class_id] = today_bounds
+                continue
         result = RotCheck(
             call_id=call_id,
             trace_id=None,
@@ -547,31 +617,38 @@ def _class_verdicts(
             index_snapshot=snapshot,
             model_alias=alias,
         )
-        # the stored request is canonical JSON (see the module docstring): the call's own
-        # part is never serialised again, only located
-        recorded = {k: canonical_json(v) for k, v in request.items() if k not in _OWN_KEYS and v is not None}
         if isinstance(request.get("messages"), list):
-            # the messages are the record's on both sides: not serialised again
+            # the messages are the record's on both sides: not serialised again. The stored
+            # request is canonical JSON (see the module docstring), so it reproduces exactly
+            # when it has today's other keys and reads today's blocks around its own part
+            # (``class_verdict.reproduces``); the recorded blocks are not serialised either
             dropped = "metadata" in request and not request["metadata"]
             own = {k: v for k, v in request.items() if k != "messages"}
+            keys = {k for k, v in request.items() if k not in _OWN_KEYS and v is not None}
 
-            def reproduces(today: Rerendered, recorded=recorded, dropped=dropped) -> bool:
-                return not dropped and {k: v for k, v in today.pieces.items() if k not in _OWN_KEYS} == recorded
+            def reproduces(today: Rerendered, text=text, request=request, keys=keys, dropped=dropped) -> bool:
+                pieces = {k: v for k, v in today.pieces.items() if k not in _OWN_KEYS}
+                return not dropped and same_request(text, request, keys, pieces)
 
-            today = checker.judge(call, own, _recorded_documents(call), RAW, result, reproduces)
+            today = checker.judge(call, own, ranked, RAW, result, reproduces)
+            recorded = None
         else:  # a top-level "messages" that is not a list: the whole request is compared
-            today = checker.judge(call, request, _recorded_documents(call), RAW, result)
+            today = checker.judge(call, request, ranked, RAW, result)
+            recorded = {k: canonical_json(v) for k, v in request.items() if k not in _OWN_KEYS and v is not None}
         for name in SHARED:
             shared[name].append(getattr(result, name))
         made = today is not None and today.complete
         complete.append(made)
         if made and result.status != VERIFIED:
-            pieces_of[class_id] = (recorded, today.pieces)
-    return shared, complete, pieces_of
+            pieces_of[class_id] = (recorded if recorded is not None else _recorded_pieces(request), today.pieces)
+    return shared, complete, pieces_of, bounds
 
 
 def _rerendered_spliced(
-    sets: _Sets, needs: pl.DataFrame, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]
+    sets: _Sets,
+    needs: pl.DataFrame,
+    pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
+    bounds: Mapping[int, tuple[str, str]],
 ) -> pl.Series:
     """For sets whose blocks are the same bytes on every call: hash today's prefix, the
     call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
@@ -586,7 +663,7 @@ def _rerendered_spliced(
     suffixes: list[bytes | None] = []
     for class_id in ids:
         recorded, today = pieces_of[class_id]
-        splice = _splice(recorded, today) if recorded is not None else None
+        splice = _splice(recorded, today, bounds.get(class_id)) if recorded is not None else None
         if splice is None:
             heads.append(None)
             tails.append(b"")

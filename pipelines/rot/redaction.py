@@ -114,8 +114,11 @@ class RedactionView:
         audit = self.audit(call)
         return audit is None or audit.hash_key_id in (None, self.keys.hash_key_id)
 
-    def matches(self, sha: str, algorithm: str | None, canonical: str) -> bool:
-        """Does a recorded block hash (under ``algorithm``) match a block's canonical JSON?"""
+    def matches(self, sha: str, algorithm: str | None, canonical: str, plain: str | None = None) -> bool:
+        """Does a recorded block hash (under ``algorithm``) match a block's canonical JSON?
+        ``plain``: the canonical JSON's sha256 where the caller has it (a rendering's)."""
+        if plain is not None and (algorithm or SHA256) == SHA256:
+            return same_block_digest(sha, plain)
         # canonical strings come from the renderer's caches, so the same objects repeat
         key = (algorithm or SHA256, canonical)
         found = self._hashes.get(key)

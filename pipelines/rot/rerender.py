@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from jinja2 import TemplateSyntaxError, UndefinedError
 
@@ -37,9 +37,9 @@ PROBE_SHIFT = timedelta(days=397, hours=7, minutes=13, seconds=11)
 SEEDS = (0, 1)
 
 
-@dataclass(frozen=True)
-class SystemRender:
-    """One template rendering: its canonical JSON and hash, or why it failed."""
+class SystemRender(NamedTuple):
+    """One template rendering: its canonical JSON and hash, or why it failed (a tuple:
+    a run makes one per distinct rendering, and a frozen dataclass costs more to make)."""
 
     text: str | None
     canonical: str | None
@@ -48,9 +48,9 @@ class SystemRender:
     error: str | None = None
 
 
-@dataclass(frozen=True)
-class DocRef:
-    """A retrieved document as the record has it."""
+class DocRef(NamedTuple):
+    """A retrieved document as the record has it (a tuple: a run builds one per document
+    of every set, and a frozen dataclass costs several times as much to make)."""
 
     doc_id: str
     text: str | None
@@ -58,6 +58,7 @@ class DocRef:
 
 
 _KEYS: dict[str, str] = {}
+_UNSET = object()
 
 
 def _key(name: str) -> str:
@@ -199,12 +200,12 @@ class Renderer:
         """The rendering from cached pieces, where the template's document loops can be
         cut into a skeleton and per-document slots (``PrintedScores.render_counted``):
         calls that differ only in their documents render the rest of the template once."""
-        # imported here: printed_scores builds on this module's DocRef and observed documents
-        from pipelines.rot.printed_scores import PrintedScores
+        slotted = self._slotted.get(template.sha256, _UNSET)
+        if slotted is _UNSET:
+            # imported here: printed_scores builds on this module's DocRef and observed documents
+            from pipelines.rot.printed_scores import PrintedScores
 
-        if template.sha256 not in self._slotted:
-            self._slotted[template.sha256] = PrintedScores.of(template, document_fields=True)
-        slotted = self._slotted[template.sha256]
+            slotted = self._slotted[template.sha256] = PrintedScores.of(template, document_fields=True)
         return slotted.render_counted(variables_json, documents, self.clock) if slotted is not None else None
 
     def model(self, alias: str, resolve: Callable[[], str | None], day: date) -> tuple[str | None, str | None]:

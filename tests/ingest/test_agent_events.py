@@ -9,7 +9,7 @@ import pyarrow as pa
 from pipelines.formats import agent_events
 from pipelines.formats.base import SourceRef
 from pipelines.record.schema import CALLS, SPANS
-from pipelines.traces import rollup
+from pipelines.traces import CALL_COLUMNS, rollup
 
 SOURCE = SourceRef(uri="/raw/year=2026/month=11/day=29/agent/01.jsonl", key="k", etag="e")
 T = "2026-11-29T10:00:0{}Z"
@@ -109,7 +109,10 @@ def test_a_session_rolls_up_to_one_trace():
     out = agent_events.normalize(_data(SESSION), SOURCE)
     calls = pl.from_arrow(pa.Table.from_pylist(out.calls, schema=CALLS))
     spans = pl.from_arrow(pa.Table.from_pylist(out.spans, schema=SPANS))
-    (trace,) = rollup(calls, spans, date(2026, 11, 29), datetime.now(UTC))
+    now = datetime.now(UTC)
+    (trace,) = rollup(calls, spans, date(2026, 11, 29), now)
+    # the traces asset reads only the columns rollup needs: the same trace from them
+    assert rollup(calls.select(CALL_COLUMNS), spans, date(2026, 11, 29), now) == [trace]
     assert trace["trace_id"] == "t1" and trace["user_id"] == "u-7" and trace["service"] == "agent.orders"
     assert (trace["call_count"], trace["span_count"], trace["step_count"], trace["tool_call_count"]) == (2, 7, 5, 1)
     assert trace["input_tokens"] == 20 and trace["output_tokens"] == 8 and abs(trace["cost_usd"] - 0.03) < 1e-9
