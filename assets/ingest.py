@@ -53,8 +53,7 @@ def _start_workers_early(redactor: "Redactor", rows: int) -> None:
     models (~1.4 CPU-s each) then overlaps with the rest of the parsing, on the
     core the parent leaves idle, instead of delaying redaction (bench/ingest.py)."""
     if not redactor.pool.started and redactor.pool.parallel_rows(rows):
-        # the pool starts its workers on first use; it has no public call to start them sooner
-        redactor.pool._started()
+        redactor.pool.start_workers()
 
 
 def _write(plan: DayPlan, warehouse: Warehouse) -> dict[str, MergeResult]:

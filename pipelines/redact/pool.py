@@ -284,6 +284,11 @@ class AnalyzerPool:
     def start_analyzer(self) -> TextAnalyzer:
         return self.local
 
+    def start_workers(self) -> None:
+        """Start now the worker processes ``redact_shards`` will use (the caller is the
+        other shard), so that their start and NER model loading overlap the caller's work."""
+        self._started(self.workers - 1)
+
     def _started(self, count: int | None = None) -> list[_Worker]:
         """``count`` worker processes (default ``workers``), started now if fewer are up."""
         count = self.workers if count is None else count
@@ -343,7 +348,7 @@ class AnalyzerPool:
         positions, span positions, ``_redact_shard`` of those rows) per shard, as each
         shard is done. Shard 0 is redacted here by ``here(calls, spans, line_exchange)``
         while the workers redact theirs: no pickling of its rows, one process fewer to start."""
-        workers = self._started(self.workers - 1)
+        workers = self._started(self.workers - 1)  # what start_workers starts
         n = len(workers) + 1
         call_at: list[list[int]] = [[] for _ in range(n)]
         span_at: list[list[int]] = [[] for _ in range(n)]

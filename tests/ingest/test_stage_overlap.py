@@ -83,9 +83,8 @@ class _Pool:
     def parallel_rows(self, rows: int) -> bool:
         return rows >= self.min_rows
 
-    def _started(self) -> list:
+    def start_workers(self) -> None:
         self.starts += 1
-        return []
 
 
 class _PooledRedactor:

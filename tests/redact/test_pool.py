@@ -24,7 +24,10 @@ def test_two_workers_give_the_same_rows_documents_and_audit(corpus, corpus_rows,
         single_docs = one.redact_documents(corpus.documents)
     with Redactor(mode="placeholder", keys=KEYS, workers=2, ner=False) as two:
         assert two.pool.parallel_rows(len(calls) + len(spans))
+        two.pool.start_workers()  # as the ingest asset does while it still parses
+        early = list(two.pool._processes)
         sharded = two.redact_rows(calls, spans, now=NOW)
+        assert len(early) == 1 and two.pool._processes == early  # the ones started early, no other
         # documents go the other way: walked here, analyzed by the workers
         sharded_docs = two.redact_documents(corpus.documents)
         assert two.pool.started
