@@ -2,6 +2,7 @@
 
     python bench/ingest.py              # a 40,000-call demo day
     python bench/ingest.py --calls 2000 # quick
+    python bench/ingest.py --no-stage --floor  # + the core's fixed steps, one by one
 
 The naive baseline is what a first version usually is: json.loads per line,
 a pandas frame per object (nested values as JSON text), one write_deltalake
@@ -18,6 +19,10 @@ Against it, two tracelake numbers, each in wall seconds and CPU-seconds
 - the whole `ingest` stage as Dagster runs it, which adds PII redaction (with
   NER when the model is installed), the traces rollup and the quality and
   residual-PII checks. Redaction dominates it; bench/redact.py measures it alone.
+
+``--floor`` also measures, on the core's own rows, the steps no way of building
+the rows removes (strict parsing, the pinned hashes, the Arrow conversion, the
+Delta writes, freeing): the floor under the core's CPU-seconds.
 """
 
 from __future__ import annotations
