@@ -650,43 +650,26 @@ def _rerendered_spliced(
     pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
     bounds: Mapping[int, tuple[str, str]],
 ) -> pl.Series:
-    """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
+    """For sets whose blocks are the same bytes on every call: sha256 of today's prefix,
+    the call's own bytes and today's suffix; in the order of ``needs``.
 
     Calls of one class whose stored bytes are the same (a day repeats many requests
     byte for byte) re-render to the same bytes: each distinct request is hashed once."""
-    ids = list(pieces_of)
-    position = {class_id: i for i, class_id in enumerate(ids)}
-    heads: list[Any] = []
-    tails: list[bytes] = []
-    prefixes: list[bytes | None] = []
-    suffixes: list[bytes | None] = []
-    for class_id in ids:
-        recorded, today = pieces_of[class_id]
+    # per class (by id): today's prefix hashed once (each call continues from a copy),
+    # today's suffix, and the set's recorded prefix and suffix the call's bytes must have
+    spliced: list[tuple | None] = [None] * (max(pieces_of) + 1)
+    for class_id, (recorded, today) in pieces_of.items():
         splice = _splice(recorded, today, bounds.get(class_id)) if recorded is not None else None
-        if splice is None:
-            heads.append(None)
-            tails.append(b"")
-            prefixes.append(None)
-            suffixes.append(None)
-            continue
-        # today's prefix hashed once per class; each call continues from a copy
-        heads.append(hashlib.sha256(splice.today_prefix.encode()))
-        tails.append(splice.today_suffix.encode())
-        prefixes.append(splice.prefix.encode())
-        suffixes.append(splice.suffix.encode())
-    bounds = _frame({"_prefix": prefixes, "_suffix": suffixes}, {"_prefix": pl.Binary, "_suffix": pl.Binary})
-    # where each call's own part lies in its bytes, checked against the set's prefix and
-    # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
-    request = pl.col("_request")
-    at = pl.col("_prefix").bin.size()
-    until = request.bin.size() - pl.col("_suffix").bin.size()
-    ok = (
-        request.bin.starts_with(pl.col("_prefix"))
-        & request.bin.ends_with(pl.col("_suffix"))
-        & (at <= until)
-        & ~pl.col("_metadata_dropped")
-    ).fill_null(False)
+        if splice is not None:
+            prefix, suffix = splice.prefix.encode(), splice.suffix.encode()
+            spliced[class_id] = (
+                hashlib.sha256(splice.today_prefix.encode()),
+                splice.today_suffix.encode(),
+                prefix,
+                suffix,
+                len(prefix),
+                len(prefix) + len(suffix),
+            )
     # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
     # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
     distinct = (
@@ -695,27 +678,23 @@ def _rerendered_spliced(
         .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
         .agg("_at", pl.col("_row").first())
     )
-    # each call's class bounds by position (class ids are small integers), not by a join
-    where = pl.Series([None] * (max(ids) + 1), dtype=pl.UInt32).scatter(ids, range(len(ids)))
-    at_bounds = where.gather(distinct["_class"])
-    distinct = distinct.with_columns(
-        _request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary),
-        _prefix=bounds["_prefix"].gather(at_bounds),
-        _suffix=bounds["_suffix"].gather(at_bounds),
-    ).select("_at", "_class", "_request", _own=pl.when(ok).then(request.bin.slice(at, until - at)))
+    requests = sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary).to_list()
     out: list[str] = []
     append = out.append
-    columns = zip(distinct["_class"].to_list(), distinct["_own"].to_list(), strict=True)
-    for j, (class_id, own) in enumerate(columns):
-        i = position[class_id]
-        if own is not None:
-            digest = heads[i].copy()
-            digest.update(own)
-            digest.update(tails[i])
-            append(digest.hexdigest())
-        else:
-            text = distinct["_request"][j].decode()
-            append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
+    # the call's own part lies between the set's recorded prefix and suffix (checked); a
+    # falsy metadata value (which today's request leaves out) goes the slow way
+    columns = zip(distinct["_class"].to_list(), distinct["_metadata_dropped"].to_list(), requests, strict=True)
+    for class_id, dropped, request in columns:
+        one = spliced[class_id]
+        if one is not None and not dropped:
+            head, tail, prefix, suffix, at, around_length = one
+            if len(request) >= around_length and request.startswith(prefix) and request.endswith(suffix):
+                digest = head.copy()
+                digest.update(request[at : len(request) - len(suffix)])
+                digest.update(tail)
+                append(digest.hexdigest())
+                continue
+        append(_rerendered_by_parsing(request.decode(), pieces_of[class_id][1]))
     spread = distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at")
     return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
 
