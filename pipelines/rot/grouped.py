@@ -384,7 +384,6 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
     keys = base.select(
         "_row",
-        *_OWN,
         "rendered_request_sha256",
         "_key",
         _fast=_fast_eligible(checker),
@@ -412,7 +411,6 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     fast = _with_ids(
         fast.select(
             "_row",
-            *_OWN,
             "rendered_request_sha256",
             "_retained",
             _system=pl.col("_system_block").struct.field("sha256"),
@@ -713,6 +711,7 @@ def _rerendered_spliced(
         .with_row_index("_at")
         .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
         .agg("_at", pl.col("_row").first())
+        .sort("_row")  # the requests read in the day's order: a gather that walks memory forward
     )
     requests = sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary).to_list()
     out: list[str] = []
