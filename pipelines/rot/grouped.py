@@ -138,7 +138,7 @@ def _early_missing(checker: Checker) -> pl.Expr:
         & pl.col("request_json").str.starts_with("{").fill_null(False)
         & _present("rendered_request_sha256")
     )
-    # a code per row (the lists are made for the few early rows only, in ``_early_verdicts``)
+    # a code per row (the two early verdicts are made once, in ``_early_verdicts``)
     return (
         pl.when(checkable & ~(_present("template_id") & _present("template_version")))
         .then(pl.lit(_NO_TEMPLATE, pl.UInt8))
