@@ -144,6 +144,38 @@ def may_match_any_reading(value: str) -> bool:
     return may_match(value.replace("\\", " ")) or may_match(unescaped)
 
 
+# The readings of ``may_match_any_reading`` put a space where the raw text has a
+# backslash, or a run of them with an escape letter or quote, and a slash where it has
+# an escaped slash; every other character of a reading is the raw one. So one search of
+# the raw text that also takes those runs where a space or slash can stand finds every
+# reading's match, with no copy of the text.
+_READ_AS_SPACE = r'(?: |\\+[nrtbf"]?)'
+_READ_AS_SEPARATOR = r'(?:[ -]|\\+[nrtbf"]?)'
+_READ_AS_SLASH = r"(?:/|\\+/)"
+
+
+def _literal(text: str) -> str:
+    return "".join("\\" + c if c in r".^$*+?()[]{}|\/" else c for c in text).replace(" ", _READ_AS_SPACE)
+
+
+# Rust's regex reads ``\d`` as Unicode's decimal digits too, but from its own Unicode
+# version: a code point it does not know yet (U+11DE0.. are digits to ``regex``) is taken as one
+_ANY_DIGIT = r"[\d\p{Cn}]"
+# ``may_match_any_reading`` as one pattern for polars (a test holds its digits to this
+# module's ``\d``): true on every value where that is, and on values that merely come
+# close (no digit count, both readings at once)
+RAW_GATE = "|".join(
+    [
+        r"\\u",
+        "@",
+        *map(_literal, _KEY_LITERALS),
+        _GITHUB.pattern,
+        _CNPJ_SHAPE.pattern.replace("/", _READ_AS_SLASH),
+        _DIGIT_RUN.pattern.replace("[ -]", _READ_AS_SEPARATOR).replace("/", _READ_AS_SLASH).replace(r"\d", _ANY_DIGIT),
+    ]
+)
+
+
 def patterns_for_mode(mode: str) -> tuple[str, ...]:
     """Synthetic values pass their check digits by design; the other patterns still apply."""
     return ("email", "api_key") if mode == "synthetic" else PATTERNS
@@ -637,11 +669,17 @@ def residual_counts(
     columns: Sequence[str] | None = None,
     policy: Policy | None = None,
     patterns: Sequence[str] = PATTERNS,
+    *,
+    walk_all: bool = False,
 ) -> tuple[list[dict[str, int]], list[str]]:
     """Per-row match counts for each pattern, and the columns scanned.
 
     ``table`` "calls" or "spans" scans that table's text-bearing columns
     (``columns`` narrows them); for any other table give ``columns``.
+    On a polars frame only the rows ``residual_prefilter.candidate_rows``
+    marks are walked (the others count zero everywhere), and in them a
+    value whose lines no pattern can match in is not walked leaf by leaf;
+    ``walk_all``: walk every leaf of every row (the same counts, slower).
     """
     policy = policy or load_policy()
     walker = JsonWalker(FieldRules(policy))
@@ -651,18 +689,28 @@ def residual_counts(
     scanned = [c for c in (columns or list(spec)) if c in present]
     if not scanned:
         raise ValueError(f"no text columns to scan: give columns= (table {table!r}, frame has {sorted(present)})")
-    counts = []
-    memo: dict = {}
-    clean = _CleanValues(_Counter(tuple(patterns), allow))
-    for row in _records(frame, scanned):
-        counter = _Counter(tuple(patterns), allow, memo)
+    wanted = tuple(patterns)
+    memo: dict | None = None if walk_all else {}
+    skip = None if walk_all else _CleanValues(_Counter(wanted, allow)).skip
+    public = policy.is_public_document if policy.public_documents else None
+
+    def count(row: dict[str, Any]) -> dict[str, int]:
+        counter = _Counter(wanted, allow, memo)
         if table in FIELDS:
-            public = policy.is_public_document if policy.public_documents else None
-            walk_row(row, table, walker, counter, public, clean.skip)
+            walk_row(row, table, walker, counter, public, skip)
         else:
             for column in scanned:
                 walker.walk(row.get(column), column, counter)
-        counts.append(counter.counts)
+        return counter.counts
+
+    if walk_all or not hasattr(frame, "to_dicts"):
+        return [count(row) for row in _records(frame, scanned)], scanned
+    from pipelines.redact.residual_prefilter import candidate_rows
+
+    candidates = candidate_rows(frame, spec if table in FIELDS else None, scanned, RAW_GATE).nonzero()[0]
+    counts = [dict.fromkeys(wanted, 0) for _ in range(frame.height)]
+    for at, row in zip(candidates.tolist(), _records(frame[candidates], scanned), strict=True):
+        counts[at] = count(row)
     return counts, scanned
 
 
