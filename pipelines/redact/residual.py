@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -126,6 +127,21 @@ def may_match(text: str) -> bool:
     return False
 
 
+# The readings of ``may_match_any_reading`` put a space where the raw text has a
+# backslash, or a run of them with an escape letter or quote, and a slash where it has
+# an escaped slash; every other character of a reading is the raw one. So one search of
+# the raw text that also takes those runs where a space or slash can stand finds every
+# reading's match, with no copy of the text.
+_READ_AS_SPACE = r'(?: |\\+[nrtbf"]?)'
+_READ_AS_SEPARATOR = r'(?:[ -]|\\+[nrtbf"]?)'
+_READ_AS_SLASH = r"(?:/|\\+/)"
+
+
+# the raw text's forms of a reading's ASCII digit run and CNPJ shape
+_ESCAPED_DIGIT_RUN = regex.compile(
+    _ASCII_DIGIT_RUN.pattern.replace("[ -]", _READ_AS_SEPARATOR).replace("/", _READ_AS_SLASH)
+)
+_ESCAPED_CNPJ_SHAPE = regex.compile(_CNPJ_SHAPE.pattern.replace("/", _READ_AS_SLASH))
 _SLASH_ESCAPE = regex.compile(r"\\+/")
 _OTHER_ESCAPE = regex.compile(r'\\+[nrtbf"]?')
 
@@ -140,18 +156,20 @@ def may_match_any_reading(value: str) -> bool:
         return may_match(value)
     if "\\u" in value:
         return True
+    # A reading drops only backslashes and the escape letter or quote after them and adds
+    # only spaces and slashes: "@" and the keys' literals (none but "PRIVATE KEY" has a
+    # space or slash) are in a reading exactly when in the raw text, and its ASCII digits
+    # are the raw text's. Decided here for most escaped lines, without making the readings.
+    if "@" in value or _KEY_LITERAL.search(value) is not None or ("gh" in value and _GITHUB.search(value)):
+        return True
+    if value.isascii() and "PRIVATE" not in value:
+        # then a reading's CNPJ shape or digit run is one of the raw text's that may take an
+        # escape where a space or slash stands: none of those, no match in any reading
+        runs = patterns.ascii_digits(value) >= 11 and _ESCAPED_DIGIT_RUN.search(value) is not None
+        if not runs and not ("/" in value and "-" in value and "." in value and _ESCAPED_CNPJ_SHAPE.search(value)):
+            return False
     unescaped = _OTHER_ESCAPE.sub(" ", _SLASH_ESCAPE.sub("/", value))
     return may_match(value.replace("\\", " ")) or may_match(unescaped)
-
-
-# The readings of ``may_match_any_reading`` put a space where the raw text has a
-# backslash, or a run of them with an escape letter or quote, and a slash where it has
-# an escaped slash; every other character of a reading is the raw one. So one search of
-# the raw text that also takes those runs where a space or slash can stand finds every
-# reading's match, with no copy of the text.
-_READ_AS_SPACE = r'(?: |\\+[nrtbf"]?)'
-_READ_AS_SEPARATOR = r'(?:[ -]|\\+[nrtbf"]?)'
-_READ_AS_SLASH = r"(?:/|\\+/)"
 
 
 def _literal(text: str) -> str:
@@ -170,7 +188,7 @@ RAW_GATE = "|".join(
         "@",
         *map(_literal, _KEY_LITERALS),
         _GITHUB.pattern,
-        _CNPJ_SHAPE.pattern.replace("/", _READ_AS_SLASH),
+        _ESCAPED_CNPJ_SHAPE.pattern,
         _DIGIT_RUN.pattern.replace("[ -]", _READ_AS_SEPARATOR).replace("/", _READ_AS_SLASH).replace(r"\d", _ANY_DIGIT),
     ]
 )
@@ -446,7 +464,13 @@ class _CleanValues:
 
     def _dirty_strings(self, strings: dict[str, str]) -> set[str]:
         """The keys of ``strings`` whose (escaped) form ``identifiers_clean`` would not judge clean."""
-        left = [raw for raw, escaped in strings.items() if escaped not in self._clean_ids]
+        # a string of letters and digits, lower-case or digits only, is clean (``identifiers_clean_string``)
+        clean_ids = self._clean_ids
+        left = [
+            raw
+            for raw, escaped in strings.items()
+            if escaped not in clean_ids and not (escaped.isalnum() and (escaped.islower() or escaped.isdigit()))
+        ]
         if not left:
             return set()
         escaped = [strings[raw] for raw in left]
@@ -596,6 +620,10 @@ def _plain_ids(strings: list[str]) -> bool:
     return not rest.translate(None, b"_") and _WORD_ID_KEYS.search(data.decode()) is None
 
 
+_LIST_KINDS = frozenset({list, tuple, type(None)})
+_DICT_KIND = frozenset({dict})
+
+
 def _shallow_strings(values: list[Any]) -> list[str] | None:
     """The distinct strings (dict keys too) of values that are scalars, dicts of
     scalars, or lists of scalars or of such dicts, gathered by set updates instead
@@ -604,6 +632,12 @@ def _shallow_strings(values: list[Any]) -> list[str] | None:
     found: set[Any] = set()
     keys: set[Any] = set()
     try:
+        if set(map(type, values)) <= _LIST_KINDS:
+            items = list(chain.from_iterable(filter(None, values)))
+            if set(map(type, items)) <= _DICT_KIND:  # lists of dicts: all at C speed
+                keys.update(chain.from_iterable(items))
+                found.update(chain.from_iterable(map(dict.values, items)))
+                values = []
         for value in values:
             kind = type(value)
             if kind is dict:
@@ -800,6 +834,9 @@ def row_residuals(
             columns = sorted(set().union(*rows).difference(not_text), key=str)
             clean_ids = clean.identifier_rows_clean(rows, columns)
     for i, row in enumerate(rows):
+        if not spec and part != TEXT_COLUMNS and clean_ids[i]:  # identifier columns only, none can count
+            found.append(())
+            continue
         counter = _Counter(tuple(patterns), allow, memo)
         if spec:
             walk_row(row if isinstance(row, dict) else dict(row), table, walker, counter, public, skip)

@@ -205,6 +205,41 @@ def test_the_raw_gate_finds_every_reading_the_screen_gate_finds():
     assert 5_000 < sum(expected) < 55_000  # both outcomes were exercised
 
 
+def test_the_shortcuts_of_may_match_any_reading_change_no_answer():
+    """Its escaped-text shortcuts answer as making both readings does, on random
+    escaped strings of digits, separators, escapes, key prefixes and CNPJ shapes."""
+    rng = random.Random(2027)
+
+    def by_readings(value: str) -> bool:
+        if "\\" not in value:
+            return residual.may_match(value)
+        if "\\u" in value:
+            return True
+        unescaped = residual._OTHER_ESCAPE.sub(" ", residual._SLASH_ESCAPE.sub("/", value))
+        return residual.may_match(value.replace("\\", " ")) or residual.may_match(unescaped)
+
+    pieces = [
+        *"0123456789" * 6,
+        *" .-/\\\\",
+        "\\n",
+        "\\/",
+        '\\"',
+        "\\t",
+        "AB",
+        "PRIVATE",
+        "KEY",
+        "sk-",
+        "gh",
+        "p_",
+        "٣",
+    ]
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(3, 40))) for _ in range(60_000)]
+    texts = [text if "\\" in text else text + "\\n" for text in texts]
+    answers = [(may_match_any_reading(text), by_readings(text)) for text in texts]
+    assert [text for text, (fast, slow) in zip(texts, answers, strict=True) if fast != slow] == []
+    assert 5_000 < sum(slow for _, slow in answers) < 55_000
+
+
 def test_rust_digits_are_at_least_the_scan_digits():
     """Every character the scan's patterns read as a digit (``regex``'s ``\\d``),
     the gate's digit class in polars reads as one too (Rust's ``\\d`` misses ten
