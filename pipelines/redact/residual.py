@@ -423,9 +423,12 @@ class _CleanValues:
                 values = list(map(itemgetter(column), rows))
             except KeyError:
                 values = [row.get(column) for row in rows]
-            kinds = set(map(type, values))
-            if kinds <= _SCALAR_TYPES:
+            try:  # the types of the distinct values are the column's (a str equals no other type)
                 distinct = set(values)
+                kinds = set(map(type, distinct))
+            except TypeError:  # a list or dict: nested
+                distinct, kinds = set(), {list}
+            if kinds <= _SCALAR_TYPES:
                 distinct.discard(None)
                 if str not in kinds or _plain_ids([v for v in distinct if type(v) is str]):
                     continue
@@ -770,8 +773,9 @@ class TextScreen:
     def row(self, written: Iterable[tuple[str, str, str]]) -> tuple[str, ...]:
         """The classes found in one row's text column values ((value, TEXT | JSON, path) each)."""
         counter = None
+        judged, skip = self.clean._memo.get, self.clean.skip  # most values were judged clean already
         for value, kind, path in written:
-            if self.clean.skip(value, kind):
+            if judged(value) or skip(value, kind):
                 continue
             if counter is None:
                 counter = _Counter(self.patterns, self.allow, self.memo)
