@@ -785,6 +785,23 @@ class TextScreen:
                 self.walker.walk(value, path, counter)
         return () if counter is None else tuple(p for p in self.patterns if counter.counts[p])
 
+    def rows(self, written: Iterable[Iterable[tuple[str, str, str]] | None]) -> list[tuple[str, ...]]:
+        """``row`` of each row, with every value searched first in one polars call:
+        a value ``RAW_GATE`` finds nothing in is one ``may_match_any_reading`` is
+        false on, and so on each of its lines (a line is part of the raw value):
+        ``row`` would pass over it. Only the others are judged in Python."""
+        import polars as pl
+
+        rows = [list(values or ()) for values in written]
+        found = pl.Series([value for values in rows for value, _, _ in values], dtype=pl.String)
+        hits = found.str.contains(RAW_GATE).to_list()
+        out, at = [], 0
+        for values in rows:
+            flagged = [value for value, hit in zip(values, hits[at : at + len(values)], strict=True) if hit]
+            at += len(values)
+            out.append(self.row(flagged) if flagged else ())
+        return out
+
 
 def _identifier_values(rows: Sequence[Mapping[str, Any]], text_columns: Mapping[str, Any]) -> list[Any]:
     """Per row, the values of its columns outside ``text_columns`` (None where a

@@ -18,7 +18,7 @@ import regex
 from pipelines.redact import check_digits, residual
 from pipelines.redact.policy import load_policy
 from pipelines.redact.residual import RAW_GATE, may_match_any_reading, residual_counts
-from pipelines.redact.row_fields import FIELDS, JSON, TEXT
+from pipelines.redact.row_fields import FIELDS, JSON, TEXT, walk_row
 from pipelines.resources.warehouse import to_arrow
 
 
@@ -294,3 +294,44 @@ def test_random_plants_in_the_corpus_count_as_the_full_walk_counts(corpus_rows, 
     rows += list(raw) + list(base)
     full = assert_same_counts(pl.from_arrow(to_arrow(table, rows)), table, [f"row {i}" for i in range(len(rows))])
     assert 100 < sum(any(c.values()) for c in full[:600]) < 600  # plants found, and some not counted
+
+
+def written_values(rows: list[dict], table: str) -> list[list[tuple[str, str, str]]]:
+    """Each row's text column values with kind and path, as the redactor's apply pass hands them to the screen."""
+    from pipelines.redact.field_rules import FieldRules
+    from pipelines.redact.walker import JsonWalker
+
+    walker, out = JsonWalker(FieldRules(load_policy())), []
+
+    class Keep:
+        def text(self, value, path, info):
+            return None
+
+        def number(self, value, path, info):
+            return None
+
+    for row in rows:
+        kept: list[tuple[str, str, str]] = []
+        walk_row(
+            row, table, walker, Keep(), inspect=lambda value, kind, path, kept=kept: kept.append((value, kind, path))
+        )
+        out.append(kept)
+    return out
+
+
+@pytest.mark.parametrize("table", ["calls", "spans"])
+def test_the_batched_text_screen_finds_what_the_screen_finds_row_by_row(corpus_rows, redacted_rows, table):
+    """``TextScreen.rows`` (one polars search first) against ``TextScreen.row`` on
+    each row: every form in every leaf, random plants, the raw and redacted corpora."""
+    rng = random.Random(71)
+    base = redacted_rows.calls if table == "calls" else redacted_rows.spans
+    rows = [planted(base[i % len(base)], path, value) for i, (path, kind) in enumerate(leaf_paths(FIELDS[table]))
+            for value in values_for(kind).values()]  # fmt: skip
+    rows += [_mutate_row(copy.deepcopy(rng.choice(base)), table, rng) for _ in range(300)]
+    rows += list(corpus_rows[0] if table == "calls" else corpus_rows[1]) + list(base)
+    written = written_values(rows, table)
+    policy = load_policy()
+    screen = residual.TextScreen(policy)  # one per shard in the redactor
+    one_by_one = [screen.row(values) for values in written]
+    assert residual.TextScreen(policy).rows(written) == one_by_one
+    assert sum(map(bool, one_by_one)) > len(rows) // 4
