@@ -3,6 +3,7 @@
     python bench/residual.py                 # the 40,000-call demo day (take /tmp/tl-bench.lock)
     python bench/residual.py --calls 4000    # quick
     python bench/residual.py --tree DIR      # another checkout's code (e.g. main's, for "before")
+    python bench/residual.py --screen-batch --calls 10000  # the text screen row by row vs TextScreen.rows
 
 Runs the `ingest` job in process, as bench/ingest.py's stage half does, and
 times the two parts of the residual scan where they run:
@@ -19,6 +20,12 @@ times the two parts of the residual scan where they run:
 
 Shares are of the whole stage's wall time and CPU-seconds (this process and
 the redaction workers) in the same run.
+
+``--screen-batch``: no stage. The day is redacted in one process (no NER)
+and the text column values the redactor hands its screen are kept; then the
+text screen runs over them as the redactor runs it (``TextScreen.row`` per
+row) and batched (``TextScreen.rows``: one polars search first), CPU-seconds
+of each, best of three, and whether both found the same classes.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,12 +103,76 @@ def instrument(spent: dict[str, list[float]], screen_stats: list[dict[str, int]]
     Redactor.redact_rows = redact_rows
 
 
+def screen_batch(calls: int, seed: int) -> None:
+    """The text screen of one day row by row and batched, in this process."""
+    from pipelines.demo import generate
+    from pipelines.ingest import SourceObject, ingest_object
+    from pipelines.redact.keys import KeyRing
+    from pipelines.redact.policy import load_policy
+    from pipelines.redact.redactor import Redactor
+    from pipelines.redact.residual import PATTERNS, TextScreen
+    from pipelines.resources.object_store import ObjectStore
+
+    kept: list[list[tuple[str, str, str]]] = []
+    row = TextScreen.row
+
+    def keeping(self: TextScreen, written: Any) -> tuple[str, ...]:
+        kept.append(list(written))
+        return row(self, kept[-1])
+
+    with tempfile.TemporaryDirectory() as tmp:
+        generate(tmp, calls, 1, seed, DAY)
+        store = ObjectStore(uri=tmp)
+        day_calls, day_spans = [], []
+        for info in store.list_day(DAY):
+            obj = SourceObject(
+                info.key, store.uri_for(info.key), info.etag, info.size, info.last_modified, store.read(info.key)
+            )
+            batch = ingest_object(obj, DAY, "bench", datetime.now(UTC))
+            day_calls += batch.calls
+            day_spans += batch.spans
+    policy = load_policy()
+    TextScreen.row = keeping
+    try:
+        with Redactor(
+            policy, "placeholder", KeyRing.from_secrets("bench", {"bench": "bench-key-0123456789abcdef"}), 1, ner=False
+        ) as redactor:
+            redactor.redact_rows(day_calls, day_spans, screen=PATTERNS)
+    finally:
+        TextScreen.row = row
+    timings: dict[str, float] = {}
+    found = {}
+    for name, run in (
+        ("row by row (TextScreen.row)", lambda screen: [screen.row(values) for values in kept]),
+        ("batched (TextScreen.rows)", lambda screen: screen.rows(kept)),
+    ):
+        best = None
+        for _ in range(3):
+            screen = TextScreen(policy, PATTERNS)
+            started = time.process_time()
+            found[name] = run(screen)
+            spent = time.process_time() - started
+            best = spent if best is None else min(best, spent)
+        timings[name] = best
+    values = sum(map(len, kept))
+    print(f"text screen, one {len(day_calls):,}-call day: {len(kept):,} rows, {values:,} text column values")
+    for name, spent in timings.items():
+        print(f"  {name:32} {spent:6.3f} CPU-s")
+    same = len({tuple(v) for v in found.values()}) == 1
+    held = sum(map(bool, next(iter(found.values()))))
+    print(f"  same classes: {same}; rows with a class: {held}; load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=40_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--tree", type=Path, help="a checkout whose pipelines/ and assets/ to run (default: this one)")
+    parser.add_argument("--screen-batch", action="store_true", help="the text screen row by row vs batched, no stage")
     args = parser.parse_args()
+    if args.screen_batch:
+        screen_batch(args.calls, args.seed)
+        return
     tree = (args.tree or Path(__file__).resolve().parents[1]).resolve()
     if not (tree / "pipelines").is_dir():
         parser.error(f"--tree {tree}: no pipelines/ there; give a checkout (git worktree add --detach DIR main)")
