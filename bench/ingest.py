@@ -2,6 +2,7 @@
 
     python bench/ingest.py              # a 40,000-call demo day
     python bench/ingest.py --calls 2000 # quick
+    python bench/ingest.py --no-stage --floor  # + the core's fixed steps, one by one
 
 The naive baseline is what a first version usually is: json.loads per line,
 a pandas frame per object (nested values as JSON text), one write_deltalake
@@ -18,6 +19,10 @@ Against it, two tracelake numbers, each in wall seconds and CPU-seconds
 - the whole `ingest` stage as Dagster runs it, which adds PII redaction (with
   NER when the model is installed), the traces rollup and the quality and
   residual-PII checks. Redaction dominates it; bench/redact.py measures it alone.
+
+``--floor`` also measures, on the core's own rows, the steps no way of building
+the rows removes (strict parsing, the pinned hashes, the Arrow conversion, the
+Delta writes, freeing): the floor under the core's CPU-seconds.
 """
 
 from __future__ import annotations
@@ -47,8 +52,20 @@ from rich.table import Table  # noqa: E402
 from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.formats import is_line_delimited  # noqa: E402
-from pipelines.ingest import SourceObject  # noqa: E402
+from pipelines.formats.base import json_records  # noqa: E402
+from pipelines.ingest import SourceObject, gc_paused  # noqa: E402
 from pipelines.ingest_plan import plan_day  # noqa: E402
+from pipelines.record.canonical import (  # noqa: E402
+    block_hashes_from_json,
+    call_id,
+    canonical_request,
+    parse_canonical,
+    record_sha256,
+    request_plain,
+    sha256_hex,
+)
+from pipelines.record.rows import BOOKKEEPING, from_columns  # noqa: E402
+from pipelines.record.schema import TABLES  # noqa: E402
 from pipelines.resources.object_store import ObjectStore  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
 from pipelines.settings import Settings  # noqa: E402
@@ -100,6 +117,75 @@ def core(source: Path, warehouse: Path) -> int:
     return len(plan.batch.calls)
 
 
+def floor(source: Path, warehouse: Path) -> dict[str, float]:
+    """CPU-seconds of the core's steps that stay whatever builds the rows: the
+    parts of its work fixed by the pinned outputs and the tables' formats,
+    measured one by one on the core's own rows for the day (the floor under
+    the core's CPU-seconds if making the rows cost nothing)."""
+    store = ObjectStore(uri=str(source))
+    listed = store.list_day(DAY)
+    out: dict[str, float] = {}
+
+    def timed(name: str, work: Callable[[], T]) -> T:
+        result, _, cpu = measured(work)
+        out[name] = cpu
+        return result
+
+    def read(i):
+        return SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
+
+    def read_all() -> list[SourceObject]:
+        with ThreadPoolExecutor(8) as readers:
+            return list(readers.map(read, listed))
+
+    objects = timed("list, read and decompress the objects", read_all)
+    timed(
+        "parse every record (orjson + the strict-JSON guard)",
+        lambda: sum(1 for o in objects for _ in json_records(o.data or b"", lines=is_line_delimited(o.key))),
+    )
+    with gc_paused():
+        plan = plan_day(listed, {}, lambda todo: iter(objects), lambda ids, days: [], day=DAY, run_id="bench", now=NOW)
+    objects.clear()
+    _fixed_steps(plan, Warehouse(uri=str(warehouse)), timed)
+    timed("freeing the day's rows and tables", plan.__dict__.clear)
+    return out
+
+
+def _fixed_steps(plan, warehouse: Warehouse, timed: Callable[[str, Callable[[], object]], object]) -> None:
+    batch = plan.batch
+    rows = [*batch.calls, *batch.spans]
+    requests = [parse_canonical(c["request_json"]) for c in batch.calls]
+    plain = [r if request_plain(c["request_json"]) else None for r, c in zip(requests, batch.calls, strict=True)]
+    documents = [[(d["doc_id"], d.get("text")) for d in _documents(c)] for c in batch.calls]
+    with gc_paused():
+        timed("record_sha256 of every row (pinned)", lambda: [record_sha256(r, BOOKKEEPING) for r in rows])
+        timed(
+            "canonical request JSON and request_sha256 (pinned)",
+            lambda: [sha256_hex(canonical_request(r)[0]) for r in requests if r is not None],
+        )
+        timed(
+            "block hashes, from the serialized request (pinned)",
+            lambda: [
+                block_hashes_from_json(c["request_json"], docs, plain_request=p)
+                for c, docs, p in zip(batch.calls, documents, plain, strict=True)
+            ],
+        )
+        timed(
+            "call ids and span keys (sha256)",
+            lambda: [call_id(r["source_format"], r["trace_id"], r["span_id"]) for r in rows],
+        )
+        timed(
+            "Arrow conversion of calls and spans (the schema check)",
+            lambda: [from_columns(getattr(batch, t), TABLES[t]) for t in ("calls", "spans")],
+        )
+    for write in plan.writes:  # the plan's own tables, as the core writes them
+        timed(f"Delta write of {write.table}", lambda w=write: w.merge_into(warehouse))
+
+
+def _documents(call: dict) -> list[dict]:
+    return (call.get("retrieval") or {}).get("documents") or []
+
+
 def stage(source: Path, warehouse: Path) -> None:
     """The `ingest` job for the day, in process (as `tracelake run ingest` runs it)."""
     settings = Settings.from_env()
@@ -116,6 +202,7 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=40_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-stage", action="store_true", help="skip the full Dagster stage (minutes with NER)")
+    parser.add_argument("--floor", action="store_true", help="also measure the core's fixed steps one by one")
     args = parser.parse_args()
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
@@ -128,6 +215,7 @@ def main() -> None:
 
         (records, raw_bytes), naive_s, naive_cpu = measured(lambda: naive(root / "source", root / "naive"))
         calls, core_s, core_cpu = measured(lambda: core(root / "source", root / "core"))
+        fixed = floor(root / "source", root / "floor") if args.floor else None
         stage_s = stage_cpu = None
         if not args.no_stage:
             _, stage_s, stage_cpu = measured(lambda: stage(root / "source", root / "warehouse"))
@@ -151,6 +239,18 @@ def main() -> None:
         f"{records:,} records read by the baseline, {calls:,} calls stored by tracelake; "
         f"load average during the run {os.getloadavg()[0]:.1f}"
     )
+    if fixed is not None:
+        steps = Table(title="the core's fixed steps (CPU-seconds, each measured alone on the core's rows)")
+        steps.add_column("step")
+        steps.add_column("CPU-s", justify="right")
+        for name, cpu in fixed.items():
+            steps.add_row(name, f"{cpu:.2f}")
+        steps.add_row("[bold]sum[/]", f"[bold]{sum(fixed.values()):.2f}[/]")
+        console.print(steps)
+        console.print(
+            f"8x in CPU-seconds needs the core at {naive_cpu / 8:.2f} CPU-s; it took {core_cpu:.2f}, "
+            f"of which these steps {sum(fixed.values()):.2f} and the rows' construction the rest"
+        )
 
 
 def measured(work: Callable[[], T]) -> tuple[T, float, float]:

@@ -188,13 +188,20 @@ def _tool(event: AgentEvent) -> ToolInvoke:
         raise RecordError("invalid_record", f"tool.invoke payload: {validation_message(e)}") from None
 
 
-def _span(event: AgentEvent, raw: RawRecord, source: SourceRef, session: dict[str, Any]) -> dict[str, Any]:
+def _span(
+    event: AgentEvent,
+    raw: RawRecord,
+    source: SourceRef,
+    session: dict[str, Any],
+    tool: ToolInvoke | None = None,
+) -> dict[str, Any]:
+    """The span of a non-llm event; ``tool``: a tool.invoke's payload, when already validated."""
     payload = event.payload
     ended = None
     tool_name = None
     failed = bool(payload.get("is_error") or payload.get("error"))
     if event.event_type == "tool.invoke":
-        tool = _tool(event)
+        tool = tool or _tool(event)
         tool_name, failed = tool.name, tool.failed
         if tool.duration_ms is not None:
             ended = event.timestamp + timedelta(milliseconds=tool.duration_ms)
@@ -310,12 +317,13 @@ def normalize(data: bytes, source: SourceRef, *, lines: bool = True) -> Normaliz
     sessions: dict[str, dict[str, Any]] = {}
     tools: dict[str, dict[str, Any]] = {}
     linked: list[tuple[AgentEvent, ToolInvoke]] = []
+    validated: dict[int, ToolInvoke] = {}  # by id(event): each payload validated once
     for event, _ in events:
         if event.event_type == "session.start":
             sessions[event.session_id] = {k: event.payload.get(k) for k in SESSION_FIELDS}
         elif event.event_type == "tool.invoke":
             try:
-                tool = _tool(event)
+                tool = validated[id(event)] = _tool(event)
             except RecordError:
                 continue  # reported when its span is built below
             if tool.tool_call_id:
@@ -339,7 +347,7 @@ def normalize(data: bytes, source: SourceRef, *, lines: bool = True) -> Normaliz
                 call = _call(event, raw, source, session, tools)
                 calls.append((event, call))
             else:
-                out.spans.append(_span(event, raw, source, session))
+                out.spans.append(_span(event, raw, source, session, validated.get(id(event))))
         except RecordError as e:
             out.problems.append(Problem(e.error_class, e.message, raw.line, raw.byte_offset))
         except UNEXPECTED as e:

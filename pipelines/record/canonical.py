@@ -214,6 +214,9 @@ def request_blocks(request: Mapping[str, Any]) -> dict[str, Any]:
     return _blocks(drop_none(request))
 
 
+_MESSAGE_BLOCKS = tuple(f"messages[{i}]" for i in range(256))
+
+
 def _blocks(request: dict[str, Any]) -> dict[str, Any]:
     blocks: dict[str, Any] = {}
     if "model" in request:
@@ -221,7 +224,7 @@ def _blocks(request: dict[str, Any]) -> dict[str, Any]:
     if "system" in request:
         blocks["system"] = request["system"]
     for i, message in enumerate(request.get("messages") or []):
-        blocks[f"messages[{i}]"] = message
+        blocks[_MESSAGE_BLOCKS[i] if i < len(_MESSAGE_BLOCKS) else f"messages[{i}]"] = message
     if "tools" in request:
         blocks["tools"] = request["tools"]
     params = {k: v for k, v in request.items() if k not in REQUEST_BLOCKS}
@@ -263,7 +266,11 @@ def canonical_blocks(
     if not request:
         out = {}
     elif plain:
-        out = {name: _plain_bytes(block) for name, block in _blocks(request).items()}
+        try:  # one orjson call per block; an int over 64 bits anywhere sends them all the spec's way
+            dumps, sort = orjson.dumps, orjson.OPT_SORT_KEYS
+            out = {name: dumps(block, option=sort) for name, block in _blocks(request).items()}
+        except TypeError:
+            out = {name: _plain_bytes(block) for name, block in _blocks(request).items()}
     else:
         out = {name: canonical_bytes(block) for name, block in _blocks(request).items()}
     for doc_id, text in documents:
@@ -325,11 +332,12 @@ def _block_rows(
     *,
     plain: bool = False,
 ) -> list[dict[str, Any]]:
-    tokens = block_tokens or {}
-    return [
-        {"block": name, "sha256": hashlib.sha256(data).hexdigest(), "tokens": tokens.get(name)}
-        for name, data in canonical_blocks(request, documents, plain=plain).items()
-    ]
+    sha256 = hashlib.sha256
+    blocks = canonical_blocks(request, documents, plain=plain)
+    if not block_tokens:  # the usual case: no tokens to look up per block
+        return [{"block": name, "sha256": sha256(data).hexdigest(), "tokens": None} for name, data in blocks.items()]
+    get = block_tokens.get
+    return [{"block": name, "sha256": sha256(data).hexdigest(), "tokens": get(name)} for name, data in blocks.items()]
 
 
 def call_id(source_format: str, trace_id: str, span_id: str) -> str:

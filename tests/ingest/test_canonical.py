@@ -76,3 +76,23 @@ def test_call_id_is_stable_and_distinguishes_sources():
     assert a == canonical.call_id("frozen_call", "t1", "s1")
     assert a != canonical.call_id("agent_events", "t1", "s1")
     assert len(a) == 64
+
+
+def test_blocks_of_a_plain_request_are_the_spec_bytes_also_past_64_bit_ints_and_many_messages():
+    # the plain path dumps every block with orjson at once; an int orjson refuses sends them the spec's way
+    many = [{"role": "user", "content": f"turn {i}"} for i in range(300)]
+    for request in (
+        canonical.drop_none(REQUEST),
+        {**canonical.drop_none(REQUEST), "max_tokens": 2**70},
+        {"model": "m", "messages": many},
+    ):
+        plain = canonical.canonical_blocks(request, [("kb-1", "x")], plain=True)
+        assert plain == canonical.canonical_blocks(request, [("kb-1", "x")])
+        assert plain["model"] == canonical.spec_dumps(request["model"]).encode()
+    assert list(plain)[-2] == "messages[299]"
+    assert json.loads(plain["messages[299]"]) == many[299]
+    # rows with and without tokens per block name the same digests
+    with_tokens = canonical.block_hashes(REQUEST, [], {"messages[0]": 3})
+    without = canonical.block_hashes(REQUEST, [])
+    assert [r["sha256"] for r in with_tokens] == [r["sha256"] for r in without]
+    assert [r["tokens"] for r in with_tokens if r["tokens"] is not None] == [3]
