@@ -138,7 +138,7 @@ def _early_missing(checker: Checker) -> pl.Expr:
         & pl.col("request_json").str.starts_with("{").fill_null(False)
         & _present("rendered_request_sha256")
     )
-    # a code per row (the lists are made for the few early rows only, in ``_early_verdicts``)
+    # a code per row (the two early verdicts are made once, in ``_early_verdicts``)
     return (
         pl.when(checkable & ~(_present("template_id") & _present("template_version")))
         .then(pl.lit(_NO_TEMPLATE, pl.UInt8))
@@ -147,34 +147,29 @@ def _early_missing(checker: Checker) -> pl.Expr:
     )
 
 
-def _early_verdicts(checker: Checker, early: pl.DataFrame) -> pl.DataFrame:
-    """The verdict rows of calls the check stops on early, as ``Checker.check`` makes them."""
-    none, listed = pl.lit(None, pl.String), pl.List(pl.String)
-    empty = pl.lit([], listed)
-    return early.select(
+def _early_verdicts(checker: Checker, early: pl.DataFrame) -> _Piece:
+    """The verdicts of calls the check stops on early, as ``Checker.check`` makes them:
+    two verdicts (no template version; a request the hash did not witness) for all of them."""
+    table = _frame(
+        {
+            "status": [UNVERIFIABLE] * 2,
+            "components": [[], []],
+            "missing": [["template_version"], ["request_matching_hash"]],
+            "rotted_blocks": [[], []],
+            "basis": [NO_BASIS] * 2,
+            "template_sha256": [None] * 2,
+            "model_snapshot": [None] * 2,
+            "detail": [[], [_NOT_WITNESSED]],
+        },
+        {k: VERDICT_SCHEMA[k] for k in SHARED},
+    )
+    rows = early.select(
         "_row",
-        "call_id",
-        "trace_id",
-        "service",
-        "occurred_date",
-        status=pl.lit(UNVERIFIABLE),
-        components=empty,
-        missing=pl.when(pl.col("_early") == _NO_TEMPLATE)
-        .then(pl.lit(["template_version"], listed))
-        .otherwise(pl.lit(["request_matching_hash"], listed)),
-        rotted_blocks=empty,
-        basis=pl.lit(NO_BASIS),
+        _v=(pl.col("_early") - _NO_TEMPLATE).cast(pl.UInt32),
         replay_fidelity=pl.when(pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
-        recorded_sha256="rendered_request_sha256",
-        rerendered_sha256=none,
-        template_id="template_id",
-        template_version="template_version",
-        template_sha256=none,
-        index_snapshot=pl.lit(checker.ingredients.index_snapshot, pl.String),
-        model_alias="model_alias",
-        model_snapshot=none,
-        detail=pl.when(pl.col("_early") == _NOT_WITNESSED_CODE).then(pl.lit([_NOT_WITNESSED], listed)).otherwise(empty),
-    ).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
+        rerendered_sha256=pl.lit(None, pl.String),
+    )
+    return _Piece(rows, table)
 
 
 def _fast_eligible(checker: Checker) -> pl.Expr:
@@ -304,9 +299,52 @@ def _frame(columns: Mapping[str, list], schema: Mapping[str, pl.DataType]) -> pl
     return pl.from_arrow(pa.Table.from_arrays(arrays, schema=empty))
 
 
-def _verdict_frame(checks: list[RotCheck], rows: list[int]) -> pl.DataFrame:
+@dataclass
+class _Piece:
+    """The verdicts of some of the day's calls, narrow: per call (``rows``) its row, the
+    row of its verdict in ``table`` (``_v``, the ``SHARED`` columns), its fidelity and
+    re-rendered hash; ``own``: the other per-call columns where they are the check's
+    rather than the stored call's (calls checked one by one)."""
+
+    rows: pl.DataFrame
+    table: pl.DataFrame
+    own: pl.DataFrame | None = None
+
+
+def _slow_verdicts(checks: list[RotCheck], rows: list[int]) -> _Piece:
     data = {name: [getattr(c, name) for c in checks] for name in VERDICT_FIELDS}
-    return _frame({"_row": rows, **data}, {"_row": pl.UInt32, **VERDICT_SCHEMA})
+    frame = _frame({"_row": rows, **data}, {"_row": pl.UInt32, **VERDICT_SCHEMA})
+    narrow = frame.select("_row", "replay_fidelity", "rerendered_sha256").with_row_index("_v")
+    own = frame.select("_row", *(c for c in VERDICT_SCHEMA if c not in SHARED and c not in narrow.columns))
+    return _Piece(narrow.select("_row", "_v", "replay_fidelity", "rerendered_sha256"), frame.select(SHARED), own)
+
+
+def _assembled(base: pl.DataFrame, pieces: list[_Piece], index_snapshot: str | None) -> pl.DataFrame:
+    """One verdict row per call, in input order. Only the narrow per-call columns are put
+    in order (each call is in exactly one piece, so they cover the day once: a frame of
+    another height fails here); the columns a call's verdict shares are gathered once,
+    at the end, and the columns copied from the call are the stored call's, in place."""
+    offset, rows, tables = 0, [], []
+    for piece in pieces:
+        rows.append(piece.rows.with_columns(pl.col("_v") + offset))
+        tables.append(piece.table.select(SHARED))
+        offset += piece.table.height
+    narrow = pl.concat(rows).sort("_row")
+    table = pl.concat(tables, rechunk=True)  # a gather from one chunk is several times faster
+    at = narrow["_v"]
+    out = base.select(
+        *_OWN,
+        recorded_sha256="rendered_request_sha256",
+        index_snapshot=pl.lit(index_snapshot, pl.String),
+    ).with_columns(
+        narrow["replay_fidelity"], narrow["rerendered_sha256"], *(table.get_column(c).gather(at) for c in SHARED)
+    )
+    for piece in pieces:
+        if piece.own is not None and not piece.own.is_empty():
+            where = piece.own["_row"]
+            out = out.with_columns(out[c].clone().scatter(where, piece.own[c]) for c in piece.own.columns[1:])
+    out = out.select(list(VERDICT_SCHEMA))
+    return out if out.schema == VERDICT_SCHEMA else out.cast(VERDICT_SCHEMA)
 
 
 def _with_ids(members: pl.DataFrame, groups: pl.DataFrame, id_name: str, rows: int) -> pl.DataFrame:
@@ -346,7 +384,6 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
     keys = base.select(
         "_row",
-        *_OWN,
         "rendered_request_sha256",
         "_key",
         _fast=_fast_eligible(checker),
@@ -374,7 +411,6 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     fast = _with_ids(
         fast.select(
             "_row",
-            *_OWN,
             "rendered_request_sha256",
             "_retained",
             _system=pl.col("_system_block").struct.field("sha256"),
@@ -408,12 +444,13 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     slots = fast.filter(pl.col("_gid").is_in(slot_gids))
     if not slots.is_empty():
         verdicts, more_slow = _slots(sets, slots, groups.filter(pl.col("_gid").is_in(slot_gids)))
-        out.append(verdicts)
+        if verdicts is not None:
+            out.append(verdicts)
         slow_rows += more_slow
     if slow_rows:
         slow_rows.sort()
-        out.append(_verdict_frame([checker.check(c) for c in sets.calls(slow_rows)], slow_rows))
-    return pl.concat(out).sort("_row").drop("_row")
+        out.append(_slow_verdicts([checker.check(c) for c in sets.calls(slow_rows)], slow_rows))
+    return _assembled(base, out, checker.ingredients.index_snapshot)
 
 
 def _static_mode(sets: _Sets, template) -> str | None:
@@ -443,7 +480,7 @@ def _mode(sets: _Sets, rep: Mapping[str, Any]) -> str:
     return "slow" if reads else "plain"
 
 
-def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=None) -> pl.DataFrame:
+def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=None) -> _Piece:
     """Check one call per class, give its verdict to the class, and compute the
     per-call columns. ``system_of`` re-renders the classes whose system prompt
     differs per call (printed scores)."""
@@ -483,16 +520,13 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
                 dtype=pl.String,
             )
         rerendered.scatter(wanted.arg_true(), hashes)
-    recorded = pl.col("rendered_request_sha256")
-    out = members.select(
+    rows = members.select(
         "_row",
-        *_OWN,
-        recorded_sha256=recorded,
-        index_snapshot=pl.lit(sets.checker.ingredients.index_snapshot, pl.String),
+        _v="_class",
         replay_fidelity=pl.when(verified | pl.col("_retained")).then(pl.lit(EXACT)).otherwise(pl.lit(APPROXIMATE)),
-        rerendered_sha256=pl.when(verified).then(recorded).otherwise(rerendered),
-    ).with_columns(verdicts.get_column(name).gather(at_class) for name in SHARED)
-    return out.select("_row", *VERDICT_SCHEMA).cast({"_row": pl.UInt32, **VERDICT_SCHEMA})
+        rerendered_sha256=pl.when(verified).then(pl.col("rendered_request_sha256")).otherwise(rerendered),
+    )
+    return _Piece(rows, verdicts.select(SHARED))
 
 
 _OWN_KEYS = ("messages", "metadata")
@@ -650,43 +684,26 @@ def _rerendered_spliced(
     pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
     bounds: Mapping[int, tuple[str, str]],
 ) -> pl.Series:
-    """For sets whose blocks are the same bytes on every call: hash today's prefix, the
-    call's own bytes (sliced out in polars) and today's suffix; in the order of ``needs``.
+    """For sets whose blocks are the same bytes on every call: sha256 of today's prefix,
+    the call's own bytes and today's suffix; in the order of ``needs``.
 
     Calls of one class whose stored bytes are the same (a day repeats many requests
     byte for byte) re-render to the same bytes: each distinct request is hashed once."""
-    ids = list(pieces_of)
-    position = {class_id: i for i, class_id in enumerate(ids)}
-    heads: list[Any] = []
-    tails: list[bytes] = []
-    prefixes: list[bytes | None] = []
-    suffixes: list[bytes | None] = []
-    for class_id in ids:
-        recorded, today = pieces_of[class_id]
+    # per class (by id): today's prefix hashed once (each call continues from a copy),
+    # today's suffix, and the set's recorded prefix and suffix the call's bytes must have
+    spliced: list[tuple | None] = [None] * (max(pieces_of) + 1)
+    for class_id, (recorded, today) in pieces_of.items():
         splice = _splice(recorded, today, bounds.get(class_id)) if recorded is not None else None
-        if splice is None:
-            heads.append(None)
-            tails.append(b"")
-            prefixes.append(None)
-            suffixes.append(None)
-            continue
-        # today's prefix hashed once per class; each call continues from a copy
-        heads.append(hashlib.sha256(splice.today_prefix.encode()))
-        tails.append(splice.today_suffix.encode())
-        prefixes.append(splice.prefix.encode())
-        suffixes.append(splice.suffix.encode())
-    bounds = _frame({"_prefix": prefixes, "_suffix": suffixes}, {"_prefix": pl.Binary, "_suffix": pl.Binary})
-    # where each call's own part lies in its bytes, checked against the set's prefix and
-    # suffix; a falsy metadata value (which today's request leaves out) goes the slow way
-    request = pl.col("_request")
-    at = pl.col("_prefix").bin.size()
-    until = request.bin.size() - pl.col("_suffix").bin.size()
-    ok = (
-        request.bin.starts_with(pl.col("_prefix"))
-        & request.bin.ends_with(pl.col("_suffix"))
-        & (at <= until)
-        & ~pl.col("_metadata_dropped")
-    ).fill_null(False)
+        if splice is not None:
+            prefix, suffix = splice.prefix.encode(), splice.suffix.encode()
+            spliced[class_id] = (
+                hashlib.sha256(splice.today_prefix.encode()),
+                splice.today_suffix.encode(),
+                prefix,
+                suffix,
+                len(prefix),
+                len(prefix) + len(suffix),
+            )
     # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
     # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
     distinct = (
@@ -694,28 +711,25 @@ def _rerendered_spliced(
         .with_row_index("_at")
         .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
         .agg("_at", pl.col("_row").first())
+        .sort("_row")  # the requests read in the day's order: a gather that walks memory forward
     )
-    # each call's class bounds by position (class ids are small integers), not by a join
-    where = pl.Series([None] * (max(ids) + 1), dtype=pl.UInt32).scatter(ids, range(len(ids)))
-    at_bounds = where.gather(distinct["_class"])
-    distinct = distinct.with_columns(
-        _request=sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary),
-        _prefix=bounds["_prefix"].gather(at_bounds),
-        _suffix=bounds["_suffix"].gather(at_bounds),
-    ).select("_at", "_class", "_request", _own=pl.when(ok).then(request.bin.slice(at, until - at)))
+    requests = sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary).to_list()
     out: list[str] = []
     append = out.append
-    columns = zip(distinct["_class"].to_list(), distinct["_own"].to_list(), strict=True)
-    for j, (class_id, own) in enumerate(columns):
-        i = position[class_id]
-        if own is not None:
-            digest = heads[i].copy()
-            digest.update(own)
-            digest.update(tails[i])
-            append(digest.hexdigest())
-        else:
-            text = distinct["_request"][j].decode()
-            append(_rerendered_by_parsing(text, pieces_of[class_id][1]))
+    # the call's own part lies between the set's recorded prefix and suffix (checked); a
+    # falsy metadata value (which today's request leaves out) goes the slow way
+    columns = zip(distinct["_class"].to_list(), distinct["_metadata_dropped"].to_list(), requests, strict=True)
+    for class_id, dropped, request in columns:
+        one = spliced[class_id]
+        if one is not None and not dropped:
+            head, tail, prefix, suffix, at, around_length = one
+            if len(request) >= around_length and request.startswith(prefix) and request.endswith(suffix):
+                digest = head.copy()
+                digest.update(request[at : len(request) - len(suffix)])
+                digest.update(tail)
+                append(digest.hexdigest())
+                continue
+        append(_rerendered_by_parsing(request.decode(), pieces_of[class_id][1]))
     spread = distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at")
     return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
 
@@ -784,7 +798,7 @@ def _slot_set(sets: _Sets, rep: Mapping[str, Any]) -> _SlotSet:
     return _SlotSet(printed, order, today, present, recorded)
 
 
-def _slots(sets: _Sets, slots: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.DataFrame, list[int]]:
+def _slots(sets: _Sets, slots: pl.DataFrame, groups: pl.DataFrame) -> tuple[_Piece | None, list[int]]:
     """Sets of a template that prints scores: per call, does today's rendering (and the
     rendering with the recorded document texts) reproduce the recorded system prompt?
     Those two answers join the key."""
@@ -832,6 +846,6 @@ def _slots(sets: _Sets, slots: pl.DataFrame, groups: pl.DataFrame) -> tuple[pl.D
         _system_null=pl.col("_system").is_null(),
     ).filter(~pl.col("_row").is_in(bad))
     if slots.is_empty():
-        return pl.DataFrame(schema={"_row": pl.UInt32, **VERDICT_SCHEMA}), bad
+        return None, bad
     key = ["_gid", "_today_eq", "_recorded_eq", "_system_null", "_system_algorithm"]
     return _spread(sets, slots, key, system_of=_PerCallSystem()), bad

@@ -23,6 +23,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from json.encoder import encode_basestring
 from typing import Any, NamedTuple
 
 from jinja2 import TemplateSyntaxError, UndefinedError
@@ -71,6 +72,13 @@ def _key(name: str) -> str:
 def canonical_object(pieces: Mapping[str, str]) -> str:
     """Canonical JSON of an object given the canonical JSON of each value."""
     return "{" + ",".join(_key(k) + ":" + pieces[k] for k in sorted(pieces)) + "}"
+
+
+def _canonical_text(text: str) -> str:
+    """``canonical_json`` of a rendered text: a JSON string is what the spec's serializer
+    (``json.dumps(..., ensure_ascii=False)``) makes of it, which is this function of the
+    json module (canonical_json's guards are for nulls and numbers; a string has neither)."""
+    return encode_basestring(text)
 
 
 def _safe_error(error: Exception) -> str:
@@ -173,7 +181,7 @@ class Renderer:
         counted = self._counted(template, variables_json, documents)
         if counted is not None:
             text, read_scores = counted
-            canonical = canonical_json(text)
+            canonical = _canonical_text(text)
             return SystemRender(text, canonical, sha256_hex(canonical)), read_scores
         variables = json.loads(variables_json) if variables_json else {}
         seen: set[str] = set()
@@ -191,7 +199,7 @@ class Renderer:
         except Exception as e:  # a template that does not render is a finding, not a crash
             return SystemRender(None, None, None, error=_safe_error(e)), True
         read_scores = read_scores or "score" in seen or "*" in seen
-        canonical = canonical_json(text)
+        canonical = _canonical_text(text)
         return SystemRender(text, canonical, sha256_hex(canonical), impure=probe != text), read_scores
 
     def _counted(

@@ -287,3 +287,21 @@ def test_a_calls_table_written_before_the_key_reads_and_checks_as_before(day, tm
     assert check_frame(Checker(checker.ingredients, checker.clock), stored).equals(
         check_frame(Checker(checker.ingredients, checker.clock), frame.sort("call_id"))
     )
+
+
+def test_verdicts_that_miss_a_call_fail_instead_of_shifting_the_day(day):
+    """The narrow assembly reads the per-call columns from the day in place: pieces that
+    do not cover every call once must fail, not give one call another's verdict."""
+    from pipelines.rot.grouped import _assembled, _Piece
+
+    (frame, checker), _ = day
+    done = check_frame(Checker(checker.ingredients, checker.clock), frame)
+    base = frame.with_row_index("_row")
+    table = done.select("status", "components", "missing", "rotted_blocks", "basis", "template_sha256")
+    table = table.with_columns(done.select("model_snapshot", "detail"))
+    rows = done.select("replay_fidelity", "rerendered_sha256").with_row_index("_row").with_row_index("_v")
+    whole = _assembled(base, [_Piece(rows.select("_row", "_v", "replay_fidelity", "rerendered_sha256"), table)], None)
+    assert whole.drop("index_snapshot").equals(done.drop("index_snapshot"))
+    short = rows.slice(1).select("_row", "_v", "replay_fidelity", "rerendered_sha256")
+    with pytest.raises(pl.exceptions.ShapeError):
+        _assembled(base, [_Piece(short, table)], None)
