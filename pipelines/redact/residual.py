@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
+from itertools import chain
 from operator import itemgetter
 from typing import Any
 
@@ -126,6 +127,21 @@ def may_match(text: str) -> bool:
     return False
 
 
+# The readings of ``may_match_any_reading`` put a space where the raw text has a
+# backslash, or a run of them with an escape letter or quote, and a slash where it has
+# an escaped slash; every other character of a reading is the raw one. So one search of
+# the raw text that also takes those runs where a space or slash can stand finds every
+# reading's match, with no copy of the text.
+_READ_AS_SPACE = r'(?: |\\+[nrtbf"]?)'
+_READ_AS_SEPARATOR = r'(?:[ -]|\\+[nrtbf"]?)'
+_READ_AS_SLASH = r"(?:/|\\+/)"
+
+
+# the raw text's forms of a reading's ASCII digit run and CNPJ shape
+_ESCAPED_DIGIT_RUN = regex.compile(
+    _ASCII_DIGIT_RUN.pattern.replace("[ -]", _READ_AS_SEPARATOR).replace("/", _READ_AS_SLASH)
+)
+_ESCAPED_CNPJ_SHAPE = regex.compile(_CNPJ_SHAPE.pattern.replace("/", _READ_AS_SLASH))
 _SLASH_ESCAPE = regex.compile(r"\\+/")
 _OTHER_ESCAPE = regex.compile(r'\\+[nrtbf"]?')
 
@@ -140,8 +156,42 @@ def may_match_any_reading(value: str) -> bool:
         return may_match(value)
     if "\\u" in value:
         return True
+    # A reading drops only backslashes and the escape letter or quote after them and adds
+    # only spaces and slashes: "@" and the keys' literals (none but "PRIVATE KEY" has a
+    # space or slash) are in a reading exactly when in the raw text, and its ASCII digits
+    # are the raw text's. Decided here for most escaped lines, without making the readings.
+    if "@" in value or _KEY_LITERAL.search(value) is not None or ("gh" in value and _GITHUB.search(value)):
+        return True
+    if value.isascii() and "PRIVATE" not in value:
+        # then a reading's CNPJ shape or digit run is one of the raw text's that may take an
+        # escape where a space or slash stands: none of those, no match in any reading
+        runs = patterns.ascii_digits(value) >= 11 and _ESCAPED_DIGIT_RUN.search(value) is not None
+        if not runs and not ("/" in value and "-" in value and "." in value and _ESCAPED_CNPJ_SHAPE.search(value)):
+            return False
     unescaped = _OTHER_ESCAPE.sub(" ", _SLASH_ESCAPE.sub("/", value))
     return may_match(value.replace("\\", " ")) or may_match(unescaped)
+
+
+def _literal(text: str) -> str:
+    return "".join("\\" + c if c in r".^$*+?()[]{}|\/" else c for c in text).replace(" ", _READ_AS_SPACE)
+
+
+# Rust's regex reads ``\d`` as Unicode's decimal digits too, but from its own Unicode
+# version: a code point it does not know yet (U+11DE0.. are digits to ``regex``) is taken as one
+_ANY_DIGIT = r"[\d\p{Cn}]"
+# ``may_match_any_reading`` as one pattern for polars (a test holds its digits to this
+# module's ``\d``): true on every value where that is, and on values that merely come
+# close (no digit count, both readings at once)
+RAW_GATE = "|".join(
+    [
+        r"\\u",
+        "@",
+        *map(_literal, _KEY_LITERALS),
+        _GITHUB.pattern,
+        _ESCAPED_CNPJ_SHAPE.pattern,
+        _DIGIT_RUN.pattern.replace("[ -]", _READ_AS_SEPARATOR).replace("/", _READ_AS_SLASH).replace(r"\d", _ANY_DIGIT),
+    ]
+)
 
 
 def patterns_for_mode(mode: str) -> tuple[str, ...]:
@@ -373,9 +423,12 @@ class _CleanValues:
                 values = list(map(itemgetter(column), rows))
             except KeyError:
                 values = [row.get(column) for row in rows]
-            kinds = set(map(type, values))
-            if kinds <= _SCALAR_TYPES:
+            try:  # the types of the distinct values are the column's (a str equals no other type)
                 distinct = set(values)
+                kinds = set(map(type, distinct))
+            except TypeError:  # a list or dict: nested
+                distinct, kinds = set(), {list}
+            if kinds <= _SCALAR_TYPES:
                 distinct.discard(None)
                 if str not in kinds or _plain_ids([v for v in distinct if type(v) is str]):
                     continue
@@ -414,7 +467,13 @@ class _CleanValues:
 
     def _dirty_strings(self, strings: dict[str, str]) -> set[str]:
         """The keys of ``strings`` whose (escaped) form ``identifiers_clean`` would not judge clean."""
-        left = [raw for raw, escaped in strings.items() if escaped not in self._clean_ids]
+        # a string of letters and digits, lower-case or digits only, is clean (``identifiers_clean_string``)
+        clean_ids = self._clean_ids
+        left = [
+            raw
+            for raw, escaped in strings.items()
+            if escaped not in clean_ids and not (escaped.isalnum() and (escaped.islower() or escaped.isdigit()))
+        ]
         if not left:
             return set()
         escaped = [strings[raw] for raw in left]
@@ -564,6 +623,10 @@ def _plain_ids(strings: list[str]) -> bool:
     return not rest.translate(None, b"_") and _WORD_ID_KEYS.search(data.decode()) is None
 
 
+_LIST_KINDS = frozenset({list, tuple, type(None)})
+_DICT_KIND = frozenset({dict})
+
+
 def _shallow_strings(values: list[Any]) -> list[str] | None:
     """The distinct strings (dict keys too) of values that are scalars, dicts of
     scalars, or lists of scalars or of such dicts, gathered by set updates instead
@@ -572,6 +635,12 @@ def _shallow_strings(values: list[Any]) -> list[str] | None:
     found: set[Any] = set()
     keys: set[Any] = set()
     try:
+        if set(map(type, values)) <= _LIST_KINDS:
+            items = list(chain.from_iterable(filter(None, values)))
+            if set(map(type, items)) <= _DICT_KIND:  # lists of dicts: all at C speed
+                keys.update(chain.from_iterable(items))
+                found.update(chain.from_iterable(map(dict.values, items)))
+                values = []
         for value in values:
             kind = type(value)
             if kind is dict:
@@ -637,11 +706,17 @@ def residual_counts(
     columns: Sequence[str] | None = None,
     policy: Policy | None = None,
     patterns: Sequence[str] = PATTERNS,
+    *,
+    walk_all: bool = False,
 ) -> tuple[list[dict[str, int]], list[str]]:
     """Per-row match counts for each pattern, and the columns scanned.
 
     ``table`` "calls" or "spans" scans that table's text-bearing columns
     (``columns`` narrows them); for any other table give ``columns``.
+    On a polars frame only the rows ``residual_prefilter.candidate_rows``
+    marks are walked (the others count zero everywhere), and in them a
+    value whose lines no pattern can match in is not walked leaf by leaf;
+    ``walk_all``: walk every leaf of every row (the same counts, slower).
     """
     policy = policy or load_policy()
     walker = JsonWalker(FieldRules(policy))
@@ -651,18 +726,28 @@ def residual_counts(
     scanned = [c for c in (columns or list(spec)) if c in present]
     if not scanned:
         raise ValueError(f"no text columns to scan: give columns= (table {table!r}, frame has {sorted(present)})")
-    counts = []
-    memo: dict = {}
-    clean = _CleanValues(_Counter(tuple(patterns), allow))
-    for row in _records(frame, scanned):
-        counter = _Counter(tuple(patterns), allow, memo)
+    wanted = tuple(patterns)
+    memo: dict | None = None if walk_all else {}
+    skip = None if walk_all else _CleanValues(_Counter(wanted, allow)).skip
+    public = policy.is_public_document if policy.public_documents else None
+
+    def count(row: dict[str, Any]) -> dict[str, int]:
+        counter = _Counter(wanted, allow, memo)
         if table in FIELDS:
-            public = policy.is_public_document if policy.public_documents else None
-            walk_row(row, table, walker, counter, public, clean.skip)
+            walk_row(row, table, walker, counter, public, skip)
         else:
             for column in scanned:
                 walker.walk(row.get(column), column, counter)
-        counts.append(counter.counts)
+        return counter.counts
+
+    if walk_all or not hasattr(frame, "to_dicts"):
+        return [count(row) for row in _records(frame, scanned)], scanned
+    from pipelines.redact.residual_prefilter import candidate_rows
+
+    candidates = candidate_rows(frame, spec if table in FIELDS else None, scanned, RAW_GATE).nonzero()[0]
+    counts = [dict.fromkeys(wanted, 0) for _ in range(frame.height)]
+    for at, row in zip(candidates.tolist(), _records(frame[candidates], scanned), strict=True):
+        counts[at] = count(row)
     return counts, scanned
 
 
@@ -688,8 +773,9 @@ class TextScreen:
     def row(self, written: Iterable[tuple[str, str, str]]) -> tuple[str, ...]:
         """The classes found in one row's text column values ((value, TEXT | JSON, path) each)."""
         counter = None
+        judged, skip = self.clean._memo.get, self.clean.skip  # most values were judged clean already
         for value, kind, path in written:
-            if self.clean.skip(value, kind):
+            if judged(value) or skip(value, kind):
                 continue
             if counter is None:
                 counter = _Counter(self.patterns, self.allow, self.memo)
@@ -698,6 +784,23 @@ class TextScreen:
             else:
                 self.walker.walk(value, path, counter)
         return () if counter is None else tuple(p for p in self.patterns if counter.counts[p])
+
+    def rows(self, written: Iterable[Iterable[tuple[str, str, str]] | None]) -> list[tuple[str, ...]]:
+        """``row`` of each row, with every value searched first in one polars call:
+        a value ``RAW_GATE`` finds nothing in is one ``may_match_any_reading`` is
+        false on, and so on each of its lines (a line is part of the raw value):
+        ``row`` would pass over it. Only the others are judged in Python."""
+        import polars as pl
+
+        rows = [list(values or ()) for values in written]
+        found = pl.Series([value for values in rows for value, _, _ in values], dtype=pl.String)
+        hits = found.str.contains(RAW_GATE).to_list()
+        out, at = [], 0
+        for values in rows:
+            flagged = [value for value, hit in zip(values, hits[at : at + len(values)], strict=True) if hit]
+            at += len(values)
+            out.append(self.row(flagged) if flagged else ())
+        return out
 
 
 def _identifier_values(rows: Sequence[Mapping[str, Any]], text_columns: Mapping[str, Any]) -> list[Any]:
@@ -752,6 +855,9 @@ def row_residuals(
             columns = sorted(set().union(*rows).difference(not_text), key=str)
             clean_ids = clean.identifier_rows_clean(rows, columns)
     for i, row in enumerate(rows):
+        if not spec and part != TEXT_COLUMNS and clean_ids[i]:  # identifier columns only, none can count
+            found.append(())
+            continue
         counter = _Counter(tuple(patterns), allow, memo)
         if spec:
             walk_row(row if isinstance(row, dict) else dict(row), table, walker, counter, public, skip)

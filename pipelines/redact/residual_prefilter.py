@@ -1,0 +1,62 @@
+"""Which rows of a stored table the residual-PII scan must walk, found in polars.
+
+``residual.residual_counts`` walks a row leaf by leaf in Python only when one
+of the text values it would visit can hold a match: here every string a walk
+could reach (the field map's columns and struct fields, through lists) is
+searched at once, in Rust, with ``residual.RAW_GATE``, which is true wherever
+``residual.may_match_any_reading`` is. A row none of whose strings the gate
+finds anything in counts zero for every pattern without being converted to
+Python. What the walk could count but is no string (an integer, a value of a
+type the field map does not expect) makes its row a candidate: only strings
+are judged here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+_ROW = "__residual_row"
+
+
+def candidate_rows(frame: pl.DataFrame, spec: Mapping[str, Any] | None, columns: list[str], gate: str) -> np.ndarray:
+    """A boolean per row of ``frame``: True where the walk over ``columns`` may
+    count something. ``spec``: the table's field map (``row_fields.FIELDS``), whose
+    TEXT/JSON names mark the strings a walk visits; None: every string of the
+    columns (``JsonWalker.walk`` of the whole value)."""
+    found = np.zeros(frame.height, dtype=bool)
+    if frame.height == 0:
+        return found
+    indexed = frame.select(columns).with_row_index(_ROW)
+    for column in columns:
+        for rows, hit in _hits(indexed.select(_ROW, column), column, None if spec is None else spec[column], gate):
+            found[rows.filter(hit).to_numpy()] = True
+    return found
+
+
+def _hits(frame: pl.DataFrame, column: str, spec: Any, gate: str):
+    """(row index, may-count flag) series pairs for the values under ``column``."""
+    dtype = frame.schema[column]
+    if isinstance(dtype, pl.List | pl.Array):
+        # one row per element; the row index goes with it (an empty or null list: a null)
+        yield from _hits(frame.explode(column), column, spec, gate)
+    elif isinstance(dtype, pl.Struct):
+        names = [f.name for f in dtype.fields]
+        if spec is not None and not isinstance(spec, Mapping):  # a text column holding a struct
+            yield frame[_ROW], frame[column].is_not_null()
+            return
+        wanted = [n for n in names if spec is None or n in spec]
+        if not wanted:
+            return
+        fields = frame.select(_ROW, *(pl.col(column).struct.field(n).alias(f"{column}.{n}") for n in wanted))
+        for name in wanted:
+            yield from _hits(fields, f"{column}.{name}", None if spec is None else spec[name], gate)
+    elif dtype == pl.String and not isinstance(spec, Mapping):
+        yield frame[_ROW], frame[column].str.contains(gate).fill_null(False)
+    elif dtype == pl.Null:
+        return
+    else:  # no string: judged by the walk (an integer may be a CPF)
+        yield frame[_ROW], frame[column].is_not_null()
