@@ -244,18 +244,22 @@ class TextAnalyzer:
                 texts.append(request.text)
         return self._names.new_lines(texts)
 
-    def read_lines(self, lines: Sequence[str]) -> None:
-        """NER over these lines now (``ner_lines`` split between processes)."""
-        if self._names is not None and lines:
-            self._names.read(lines)
-
     def names_of_lines(self, lines: Iterable[str]) -> dict[str, tuple[tuple[int, int], ...]]:
-        return self._names.found(lines) if self._names is not None else {}
+        """The names of those of these lines NER knows here (safe from another thread)."""
+        return self._names.known(lines) if self._names is not None else {}
 
-    def learn_names(self, found: dict[str, tuple[tuple[int, int], ...]]) -> None:
-        """Names of lines another process read, used as if read here."""
-        if self._names is not None and found:
-            self._names.learn(found)
+    def names_mark(self) -> int:
+        """A position in what NER knows here, for ``names_since``."""
+        return self._names.mark() if self._names is not None else 0
+
+    def names_since(self, mark: int) -> dict[str, tuple[tuple[int, int], ...]]:
+        """The names of the lines NER came to know here after ``mark`` (read or learnt),
+        for another process: safe to call from another thread."""
+        return self._names.since(mark) if self._names is not None else {}
+
+    def learn_names(self, found: dict[str, tuple[tuple[int, int], ...]]) -> int:
+        """Names of lines another process read, used as if read here: how many were new."""
+        return self._names.learn(found) if self._names is not None and found else 0
 
     def ner_stats(self) -> dict[str, int]:
         """Lines and characters NER read, and lines whose names were reused (counts only)."""

@@ -3,19 +3,24 @@
 presidio and spaCy hold the GIL, so threads do not help. Each worker is a
 process of its own (spawned once, its redactor and NER model loaded once),
 talking to the caller over a pipe. It either redacts whole traces
-(``redact_shards``: rows are split by trace id, so every trace's
-placeholders are still numbered in one place and the output is the same as
-in one process) or analyzes batches of texts (``analyze``).
+(``redact_shards``) or analyzes batches of texts (``analyze``).
 
-A line two shards share (a quoted turn, a system prompt line) is read by NER
-once: after its collect pass each worker sends the lines NER would read, the
-caller gives every line wanted by more than one worker to one of them, and
-relays the names the owner found to the others (``_exchange_lines``); a
-``ProcessPoolExecutor`` cannot send a task to a chosen worker, so these are
-dedicated processes. Workers are spawned, not forked: the caller may be a
-Dagster run with threads, and a fork taken while another thread holds a
-lock can hang. Small jobs stay in the calling process, where starting
-workers would cost more than it saves.
+``redact_shards``: the day's traces are a queue that the caller and the
+workers take chunks of until it is empty (``TraceQueue``: each take a share
+of what is left, so the chunks shrink and everyone finishes at about the same
+time, whatever each process's speed, the load on the machine or a worker's
+start-up). Every trace is redacted whole in one chunk, so its placeholders are
+numbered in one place and the output is the same whatever the split, and the
+same as in one process. A worker is fed by two threads of the caller, one
+sending it its next chunk while it redacts the one before, one taking its
+results back; the caller finishes them between chunks of its own. With each
+chunk go the names of the lines NER read elsewhere since the last one, so a
+line many traces share is read once per process at most.
+
+Workers are spawned, not forked: the caller may be a Dagster run with
+threads, and a fork taken while another thread holds a lock can hang. Small
+jobs stay in the calling process, where starting workers would cost more than
+it saves.
 """
 
 from __future__ import annotations
@@ -23,10 +28,13 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import pickle
+import queue
+import socket
+import struct
 import sys
 import threading
 import traceback
-import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -50,9 +58,14 @@ CALL_COLUMNS = (
 )  # fmt: skip
 SPAN_COLUMNS = (*_ROW_KEYS, "span_key", "call_id", *SPAN_FIELDS)
 
-# the caller redacts this share of the traces itself (shard 0), the workers the
-# rest: it also pickles their rows and finishes every row, so it takes less
-CALLER_PERCENT = 35
+# a take from the trace queue is this share of what is left per process taking
+# (1/4 of it with two), and never less than 1/MIN_CHUNK_DIVISOR of the day
+TAKE_DIVISOR = 2
+MIN_CHUNK_DIVISOR = 80
+# chunks a worker holds at once: the one it redacts and the next, already sent
+PREFETCH = 2
+# what a row costs to redact, roughly: its JSON text and a fixed part
+ROW_COST = 1_000
 # below these, one process is faster than starting workers (about 2 s each)
 MIN_POOL_CHARS = 2_000_000
 MIN_POOL_ROWS = 10_000
@@ -77,7 +90,7 @@ class WorkerFailed(RuntimeError):
 # -- the worker process -----------------------------------------------------
 
 
-def _serve(config: WorkerConfig, conn: Connection) -> None:
+def _serve(config: WorkerConfig, conn: Connection, names_conn: Connection) -> None:
     """A worker's life: build the redactor (the NER model loads now, while the
     caller still prepares the rows), then answer requests until told to stop."""
     from pipelines.redact.redactor import Redactor
@@ -101,7 +114,7 @@ def _serve(config: WorkerConfig, conn: Connection) -> None:
             if kind == "analyze":
                 conn.send(("analyzed", redactor.pool.local.analyze_many(message[1])))
             elif kind == "redact":
-                conn.send(("done", _redact_shard(redactor, conn, *message[1:])))
+                conn.send(("done", _redact_shard(redactor, names_conn, *message[1:])))
         except Exception as e:  # the message may quote the text: send where, not what
             conn.send(("error", _where(e)))
             message = e = None
@@ -126,42 +139,44 @@ def _where(e: BaseException) -> str:
 
 def _redact_shard(
     redactor: Redactor,
-    conn: Connection,
+    names_conn: Connection | None,
     calls: list[dict],
     spans: list[dict],
     now: datetime,
     screen: tuple[str, ...] | None,
-    peers: int,
-) -> tuple[list, list, list, dict, dict | None]:
-    """``Redactor.redact_columns`` of a shard, its NER lines shared with the other
-    workers; with ``screen`` patterns it also gives the residual-PII classes of
-    the redacted text columns (found as they are written)."""
-    redactor.line_exchange = (lambda todo: _exchange_lines(redactor.pool.local, conn, todo, peers)) if peers else None
+    names: dict[str, tuple[tuple[int, int], ...]],
+) -> tuple[list, list, list, dict, dict | None, dict]:
+    """``Redactor.redact_columns`` of a chunk, knowing the ``names`` of the lines
+    other processes read; with ``screen`` patterns it also gives the residual-PII
+    classes of the redacted text columns (found as they are written). Last: the
+    names of the lines NER read here for the chunk, for the others. Over
+    ``names_conn``, before reading its lines NER asks the caller for the names
+    of those it knows by then (``_ask_for_names``)."""
+    analyzer = redactor.pool.local
+    learnt = analyzer.learn_names(names)
+    mark = analyzer.names_mark()
+    if names_conn is not None:
+        redactor.line_exchange = lambda todo: _ask_for_names(analyzer, names_conn, todo)
     try:
-        return redactor.redact_columns(calls, spans, now, screen)
+        updates, span_updates, audit, stats, found = redactor.redact_columns(calls, spans, now, screen)
     finally:
         redactor.line_exchange = None
+    if learnt:
+        stats["ner_lines_received"] = stats.get("ner_lines_received", 0) + learnt
+    return updates, span_updates, audit, stats, found, analyzer.names_since(mark)
 
 
-def _exchange_lines(analyzer: TextAnalyzer, conn: Connection, todo: Sequence[Request], peers: int) -> None:
-    """Between the collect pass and analysis: tell the caller which lines NER
-    would read here; read the ones this worker is given (and send the names of
-    those another worker also wants), and learn the rest from the other workers."""
+def _ask_for_names(analyzer: TextAnalyzer, names_conn: Connection, todo: Sequence[Request]) -> None:
+    """Between a chunk's collect pass and its analysis: learn from the caller the
+    names of the lines NER would read here that it knows already (it read them, or
+    learnt them from another worker, for a chunk of its own)."""
     wanted = analyzer.ner_lines(todo)
-    conn.send(("lines", wanted))
-    _, elsewhere, shared = _expect(conn, "assigned")
-    others = set(elsewhere)
-    analyzer.read_lines([line for line in wanted if line not in others] if others else wanted)
-    conn.send(("names", analyzer.names_of_lines(shared)))
-    for _ in range(peers):
-        analyzer.learn_names(_expect(conn, "names")[1])
-
-
-def _expect(conn: Connection, kind: str) -> tuple:
-    message = conn.recv()
-    if message[0] != kind:
-        raise WorkerFailed(f"expected a {kind!r} message, got {message[0]!r}")
-    return message
+    if wanted:
+        names_conn.send(("lines", wanted))
+        kind, names = names_conn.recv()
+        if kind != "names":
+            raise WorkerFailed(f"expected the caller's 'names', got {kind!r}")
+        analyzer.learn_names(names)
 
 
 # -- the calling process ----------------------------------------------------
@@ -184,62 +199,140 @@ def batches(requests: Sequence[Request]) -> Iterator[list[Request]]:
         yield batch
 
 
-def shard_of(trace_id: Any, shards: int) -> int:
-    """Stable across processes and runs (``hash()`` of a str is not). Shard 0 is
-    the caller's: CALLER_PERCENT of the traces, the rest spread evenly."""
-    if shards < 2:
-        return 0
-    crc = zlib.crc32(str(trace_id or "").encode())
-    if crc % 100 < CALLER_PERCENT:
-        return 0
-    return 1 + (crc // 100) % (shards - 1)
+def row_cost(row: dict, text: str) -> int:
+    value = row.get(text)
+    return ROW_COST + (len(value) if isinstance(value, str) else 0)
 
 
-def owners(wanted: Sequence[Sequence[str]], first: bool = False) -> tuple[list[list[str]], list[list[str]]]:
-    """Given the lines each worker's NER would read: per worker, the lines another
-    worker reads for it, and the lines it reads that others also want. A line
-    wanted by several workers goes to one of them, chosen by its crc32; with
-    ``first``, to the first worker whenever it wants it (the caller, which then
-    never waits for another's names)."""
-    needers: dict[str, list[int]] = {}
-    for i, lines in enumerate(wanted):
-        for line in lines:
-            needers.setdefault(line, []).append(i)
-    elsewhere: list[list[str]] = [[] for _ in wanted]
-    shared: list[list[str]] = [[] for _ in wanted]
-    for line, who in needers.items():
-        if len(who) < 2:
-            continue
-        if first and who[0] == 0:
-            owner = 0
-        else:
-            owner = who[zlib.crc32(line.encode("utf-8", "surrogatepass")) % len(who)]
-        shared[owner].append(line)
-        for i in who:
-            if i != owner:
-                elsewhere[i].append(line)
-    return elsewhere, shared
+class TraceQueue:
+    """The rows of a batch grouped by trace, handed out in chunks of whole traces
+    (call and span positions) from either end, from any thread: the caller takes
+    from the front, the workers from the back.
+
+    A user's traces are next to each other (ordered by the user id of each
+    trace's first call, then as they came): they share the most text (their
+    name, the turns they repeat), so they go mostly to one process, and NER
+    reads those lines once. Guided: each take is ``1/(TAKE_DIVISOR * takers)``
+    of the cost left, and at least ``1/MIN_CHUNK_DIVISOR`` of the whole (large
+    chunks while there is a lot to do, small ones where the two ends meet, so that
+    no process is left with a long chunk when the others are done). Which process
+    redacts which chunk depends on timing, not on the rows; the output depends on
+    neither."""
+
+    def __init__(self, calls: Sequence[dict], spans: Sequence[dict], takers: int):
+        groups: dict[Any, tuple[list[int], list[int]]] = {}
+        costs: dict[Any, int] = {}
+        users: dict[Any, str] = {}
+        for i, row in enumerate(calls):
+            trace = row.get("trace_id") or ""
+            groups.setdefault(trace, ([], []))[0].append(i)
+            costs[trace] = costs.get(trace, 0) + row_cost(row, "request_json")
+            users.setdefault(trace, str(row.get("user_id") or ""))
+        for i, row in enumerate(spans):
+            trace = row.get("trace_id") or ""
+            groups.setdefault(trace, ([], []))[1].append(i)
+            costs[trace] = costs.get(trace, 0) + row_cost(row, "attributes_json") // 10
+        order = sorted(range(len(groups)), key=lambda at, keys=list(groups): (users.get(keys[at], ""), at))
+        traces = list(groups)
+        self._groups = [groups[traces[at]] for at in order]
+        self._costs = [costs[traces[at]] for at in order]
+        self._left = sum(self._costs)
+        self._least = max(1, self._left // MIN_CHUNK_DIVISOR)
+        self._share = TAKE_DIVISOR * max(1, takers)
+        self._front = 0
+        self._back = len(self._groups)
+        self._lock = threading.Lock()
+
+    def take(self, front: bool = True) -> tuple[list[int], list[int]] | None:
+        """The next chunk from the front (or the back): (call positions, span positions),
+        or None when none is left."""
+        with self._lock:
+            if self._front >= self._back:
+                return None
+            want = max(self._least, self._left // self._share)
+            calls: list[int] = []
+            spans: list[int] = []
+            got = 0
+            while self._front < self._back and got < want:
+                at = self._front if front else self._back - 1
+                group_calls, group_spans = self._groups[at]
+                calls += group_calls
+                spans += group_spans
+                got += self._costs[at]
+                if front:
+                    self._front += 1
+                else:
+                    self._back -= 1
+            self._left -= got
+            return sorted(calls), sorted(spans)
+
+    def close(self) -> None:
+        """Hand out nothing more (a process failed)."""
+        with self._lock:
+            self._front = self._back
+
+
+def _exactly(sock: socket.socket, size: int) -> bytearray:
+    buffer = bytearray(size)
+    view = memoryview(buffer)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:], size - got, socket.MSG_WAITALL)
+        if n == 0:
+            raise EOFError
+        got += n
+    return buffer
+
+
+def _received(conn: Connection) -> Any:
+    """``conn.recv()``, each part of the message read in one system call. ``recv``
+    reads a socket's buffer at a time and takes the GIL back after each read: from
+    a thread, while the caller's main thread redacts, every read waited for a
+    switch interval (5 ms), and a worker sending a chunk's results stalled for
+    seconds. Same framing as ``Connection.send_bytes``."""
+    with socket.socket(fileno=os.dup(conn.fileno())) as sock:  # a duplicate: closing it leaves conn open
+        (size,) = struct.unpack("!i", _exactly(sock, 4))
+        if size == -1:
+            (size,) = struct.unpack("!Q", _exactly(sock, 8))
+        return pickle.loads(_exactly(sock, size))
 
 
 class _Worker:
     """The calling side of one worker process."""
 
-    def __init__(self, index: int, config: WorkerConfig):
+    def __init__(self, index: int, config: WorkerConfig, names_of: Callable[[list[str]], dict] | None = None):
         context = multiprocessing.get_context("spawn")
         self.index = index
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_serve, args=(config, child), name=f"tracelake-redact-{index}")
+        self.names_conn, names_child = context.Pipe()
+        self.process = context.Process(
+            target=_serve, args=(config, child, names_child), name=f"tracelake-redact-{index}"
+        )
         self.process.daemon = True
         self.process.start()
         child.close()
+        names_child.close()
+        if names_of is not None:
+            threading.Thread(
+                target=self._answer, args=(names_of,), name=f"tracelake-redact-names-{index}", daemon=True
+            ).start()
+
+    def _answer(self, names_of: Callable[[list[str]], dict]) -> None:
+        """Answers the worker's questions for names (``_ask_for_names``) until it exits."""
+        try:
+            while True:
+                kind, lines = _received(self.names_conn)
+                self.names_conn.send(("names", names_of(lines) if kind == "lines" else {}))
+        except (EOFError, OSError):
+            return
 
     def send(self, message: tuple) -> None:
         self.conn.send(message)
 
     def receive(self, kind: str | None = None) -> tuple:
         try:
-            message = self.conn.recv()
-        except EOFError:
+            message = _received(self.conn)
+        except (EOFError, ConnectionError):
             raise WorkerFailed(
                 f"redaction worker {self.index} exited (exit code {self.process.exitcode}); "
                 "check the machine's memory and the worker's log"
@@ -249,6 +342,15 @@ class _Worker:
         if kind is not None and message[0] != kind:
             raise WorkerFailed(f"redaction worker {self.index} sent {message[0]!r}, expected {kind!r}")
         return message
+
+    def kill(self) -> None:
+        """End a worker left mid-protocol (a failure while it redacted): a feeder thread
+        may still be writing to its pipe, so no "stop" message can follow."""
+        if self.process.is_alive():
+            self.process.terminate()
+        self.process.join()
+        self.conn.close()
+        self.names_conn.close()
 
     def stop(self) -> None:
         try:
@@ -260,6 +362,72 @@ class _Worker:
         if self.process.is_alive():
             self.process.terminate()
             self.process.join()
+        self.names_conn.close()
+
+
+class _Feeder:
+    """Two threads of the caller that keep one worker busy with chunks of the queue:
+    one sends the next chunk while the worker redacts the one before (at most
+    PREFETCH out), the other takes results back and puts them on ``back``
+    (("chunk", call positions, span positions, payload), ("error", exception),
+    and ("end",) last). Each chunk carries the names of the lines the caller
+    has come to know since the worker's previous one."""
+
+    def __init__(
+        self,
+        worker: _Worker,
+        chunks: TraceQueue,
+        back: queue.SimpleQueue,
+        calls: Sequence[dict],
+        spans: Sequence[dict],
+        now: datetime,
+        screen: tuple[str, ...] | None,
+        analyzer: TextAnalyzer,
+    ):
+        self.worker, self.chunks, self.back = worker, chunks, back
+        self.rows = (calls, spans)
+        self.now, self.screen, self.analyzer = now, screen, analyzer
+        self.slots = threading.Semaphore(PREFETCH)
+        self.sent: queue.SimpleQueue = queue.SimpleQueue()
+        for target in (self._send, self._receive):
+            threading.Thread(target=target, name=f"tracelake-redact-feed-{worker.index}", daemon=True).start()
+
+    def _send(self) -> None:
+        calls, spans = self.rows
+        told = 0
+        try:
+            while True:
+                self.slots.acquire()
+                chunk = self.chunks.take(front=False)
+                if chunk is None:
+                    break
+                call_at, span_at = chunk
+                # only what redaction reads goes through the pipe: pickling whole rows cost more than it saved
+                shard_calls = [_columns(calls[i], CALL_COLUMNS) for i in call_at]
+                shard_spans = [_columns(spans[i], SPAN_COLUMNS) for i in span_at]
+                mark = self.analyzer.names_mark()
+                names = self.analyzer.names_since(told)
+                told = mark
+                self.worker.send(("redact", shard_calls, shard_spans, self.now, self.screen, names))
+                self.sent.put(chunk)
+        except BaseException as e:
+            self.chunks.close()
+            failed = WorkerFailed(f"sending rows to redaction worker {self.worker.index} failed with {_where(e)}")
+            self.back.put(("error", failed))
+        finally:
+            self.sent.put(None)
+
+    def _receive(self) -> None:
+        try:
+            while (chunk := self.sent.get()) is not None:
+                _, payload = self.worker.receive("done")
+                self.slots.release()
+                self.back.put(("chunk", *chunk, payload))
+        except BaseException as e:
+            self.chunks.close()
+            self.back.put(("error", e if isinstance(e, WorkerFailed) else WorkerFailed(_where(e))))
+        finally:
+            self.back.put(("end",))
 
 
 class AnalyzerPool:
@@ -295,8 +463,14 @@ class AnalyzerPool:
         if len(self._processes) < count:
             if self.config is None:
                 raise RuntimeError("a worker pool needs the redactor's configuration")
-            self._processes += [_Worker(i, self.config) for i in range(len(self._processes), count)]
+            self._processes += [
+                _Worker(i, self.config, self._names_of_lines) for i in range(len(self._processes), count)
+            ]
         return self._processes[:count]
+
+    def _names_of_lines(self, lines: list[str]) -> dict:
+        """For a worker's question (from a thread): the names this process knows of these lines."""
+        return self._local.names_of_lines(lines) if self._local is not None else {}
 
     def ner_stats(self) -> dict[str, int]:
         """NER's counters in this process so far (texts analyzed in workers are not in them)."""
@@ -342,82 +516,53 @@ class AnalyzerPool:
         spans: Sequence[dict],
         now: datetime,
         screen: tuple[str, ...] | None,
-        here: Callable[[list[dict], list[dict], Callable[[Sequence[Request]], None]], tuple],
+        here: Callable[[list[dict], list[dict]], tuple],
     ) -> Iterator[tuple[list[int], list[int], tuple[list, list, list, dict, dict | None]]]:
-        """Rows split by trace id over the caller and ``workers - 1`` processes: (call
-        positions, span positions, ``_redact_shard`` of those rows) per shard, as each
-        shard is done. Shard 0 is redacted here by ``here(calls, spans, line_exchange)``
-        while the workers redact theirs: no pickling of its rows, one process fewer to start."""
+        """The rows in chunks of whole traces taken from one queue by the caller and
+        ``workers - 1`` processes until it is empty: (call positions, span positions,
+        ``Redactor.redact_columns`` of those rows) per chunk, as each is done. The
+        caller redacts its chunks by ``here(calls, spans)``, and between them yields
+        the workers' chunks that came back, so that they are finished while the
+        workers still redact."""
         workers = self._started(self.workers - 1)  # what start_workers starts
-        n = len(workers) + 1
-        call_at: list[list[int]] = [[] for _ in range(n)]
-        span_at: list[list[int]] = [[] for _ in range(n)]
-        for i, row in enumerate(calls):
-            call_at[shard_of(row.get("trace_id"), n)].append(i)
-        for i, row in enumerate(spans):
-            span_at[shard_of(row.get("trace_id"), n)].append(i)
-        # only what redaction reads goes through the pipe: pickling whole rows cost more than it saved.
-        # Sent from a thread: a worker still starting reads nothing, and the caller has its own shard.
-        senders = []
-        for worker in workers:
-            at = worker.index + 1
-            shard = (
-                [_columns(calls[i], CALL_COLUMNS) for i in call_at[at]],
-                [_columns(spans[i], SPAN_COLUMNS) for i in span_at[at]],
-            )
-            sender = threading.Thread(target=worker.send, args=(("redact", *shard, now, screen, n - 1),), daemon=True)
-            sender.start()
-            senders.append(sender)
-        shard = None
-        elsewhere: list[list[str]] = [[] for _ in range(n)]
+        chunks = TraceQueue(calls, spans, len(workers) + 1)
+        analyzer = self.local
+        back: queue.SimpleQueue = queue.SimpleQueue()
+        feeders = [_Feeder(worker, chunks, back, calls, spans, now, screen, analyzer) for worker in workers]
+        running = len(feeders)
+        finished = False
 
-        def exchange(todo: Sequence[Request]) -> None:
-            """The caller's side of the NER line exchange, between its collect pass and analysis.
-            Every line the caller wants is its own (``owners(first=True)``): it reads them and
-            sends the names out, and never waits for a worker's but to relay them between workers."""
-            for sender in senders:
-                sender.join()
-            senders.clear()
-            analyzer = self.local
-            mine = analyzer.ner_lines(todo)
-            theirs, shared = owners([mine, *(worker.receive("lines")[1] for worker in workers)], first=True)
-            elsewhere[:] = theirs
-            for worker in workers:
-                worker.send(("assigned", theirs[worker.index + 1], shared[worker.index + 1]))
-            analyzer.read_lines(mine)
-            names = analyzer.names_of_lines(shared[0])
-            for worker in workers:
-                # from threads: a worker may be blocked sending its own names to the caller
-                wanted = set(theirs[worker.index + 1])
-                message = ("names", {k: v for k, v in names.items() if k in wanted})
-                senders.append(threading.Thread(target=worker.send, args=(message,), daemon=True))
-                senders[-1].start()
-            if len(workers) > 1:
-                names_from = {worker.index: worker.receive("names")[1] for worker in workers}
-                for sender in senders:
-                    sender.join()
-                senders.clear()
-                for other in workers:
-                    wanted = set(theirs[other.index + 1])
-                    for index, found in names_from.items():
-                        if index != other.index:
-                            other.send(("names", {k: v for k, v in found.items() if k in wanted}))
+        def came_back(message: tuple) -> Iterator[tuple]:
+            nonlocal running
+            if message[0] == "end":
+                running -= 1
+            elif message[0] == "error":
+                raise message[1]
+            else:
+                _, call_at, span_at, (*payload, names) = message
+                learnt = analyzer.learn_names(names)
+                if learnt:  # counted with the chunk that brought them
+                    payload[3]["ner_lines_received"] = payload[3].get("ner_lines_received", 0) + learnt
+                yield call_at, span_at, tuple(payload)
 
-        here_at = (call_at[0], span_at[0])
-        payload = here([calls[i] for i in here_at[0]], [spans[i] for i in here_at[1]], exchange)
-        for sender in senders:
-            sender.join()
-        yield here_at[0], here_at[1], payload
-        pending = {worker.conn: worker for worker in workers}
-        while pending:
-            for conn in wait(list(pending)):
-                worker = pending[conn]
-                kind, payload = worker.receive()
-                if kind == "done":
-                    del pending[conn]
-                    yield call_at[worker.index + 1], span_at[worker.index + 1], payload
-                elif kind != "names" or len(workers) > 1:  # one worker's names (none it owns) end here
-                    raise WorkerFailed(f"redaction worker {worker.index} sent {kind!r} while redacting")
+        try:
+            while (chunk := chunks.take()) is not None:
+                while not back.empty():
+                    yield from came_back(back.get())
+                call_at, span_at = chunk
+                yield call_at, span_at, here([calls[i] for i in call_at], [spans[i] for i in span_at])
+            while running:
+                yield from came_back(back.get())
+            finished = True
+        finally:
+            if not finished:  # a failure, here or in a worker: the workers are mid-protocol
+                chunks.close()
+                self._kill()
+
+    def _kill(self) -> None:
+        for worker in self._processes:
+            worker.kill()
+        self._processes = []
 
     def close(self) -> None:
         for worker in self._processes:

@@ -162,7 +162,7 @@ class Redactor:
         self.templated_walker = JsonWalker(FieldRules(self.policy, templated=True))
         self.pool = AnalyzerPool(self.settings, workers, WorkerConfig(self.policy, self.mode, self.keys, self.ner))
         self._cache: dict[Request, list[Hit]] = {}
-        # set in a worker process while it redacts a shard: shares NER's lines with the other workers
+        # set in a worker process while it redacts a chunk: learns the names of NER's lines from the caller
         self.line_exchange: Callable[[Sequence[Request]], None] | None = None
 
     def __enter__(self) -> Redactor:
@@ -248,6 +248,7 @@ class Redactor:
         spans: Sequence[dict[str, Any]],
         now: datetime,
         screen: Sequence[str] | None,
+        here: bool = False,
     ) -> tuple[list[dict], list[dict], list[dict], dict[str, int], dict[str, list[tuple[str, ...]]] | None]:
         prepared = [self._prepare_call(call) for call in calls]
         public = self.policy.is_public_document if self.policy.public_documents else None
@@ -271,7 +272,7 @@ class Redactor:
         rows = [*calls, *spans]
         items = call_items + span_items
         order = sorted(range(len(rows)), key=lambda i: (_sort_key(rows[i]), i))
-        stats = self._redact_items([items[i] for i in order], screen=screen is not None)
+        stats = self._redact_items([items[i] for i in order], screen=screen is not None, here=here)
         found = None
         if screen is not None:
             started = time.process_time()
@@ -320,9 +321,9 @@ class Redactor:
         now: datetime,
         screen: tuple[str, ...] | None,
     ) -> RedactionResult:
-        """The same result as in one process: each trace is redacted whole by one
-        worker. A worker's rows are finished here (and their identifier columns
-        screened) while the other worker is still busy. No cyclic GC meanwhile:
+        """The same result as in one process: each trace is redacted whole, in one
+        chunk, here or in a worker. A worker's rows are finished here (and their
+        identifier columns screened) between this process's own chunks. No cyclic GC meanwhile:
         unpickling a shard's results and finishing its rows make millions of
         objects, and collections over the day's rows cost more than the work."""
         out_calls: list[Any] = [None] * len(calls)
@@ -331,14 +332,8 @@ class Redactor:
         audit: list[dict[str, Any]] = []
         stats: dict[str, int] = defaultdict(int)
 
-        def here(
-            shard_calls: list[dict], shard_spans: list[dict], exchange: Callable[[Sequence[Request]], None]
-        ) -> tuple:
-            self.line_exchange = exchange
-            try:
-                return self._redact_columns(shard_calls, shard_spans, now, screen)
-            finally:
-                self.line_exchange = None
+        def here(shard_calls: list[dict], shard_spans: list[dict]) -> tuple:
+            return self._redact_columns(shard_calls, shard_spans, now, screen, here=True)
 
         for call_at, span_at, shard in self.pool.redact_shards(calls, spans, now, screen, here):
             c_updates, s_updates, s_audit, s_stats, text_found = shard
@@ -416,8 +411,9 @@ class Redactor:
 
     # -- the three passes -----------------------------------------------------
 
-    def _redact_items(self, items: Sequence[Item], screen: bool = False) -> dict[str, int]:
-        """``screen``: each item keeps its text column values as written (``Item.written``)."""
+    def _redact_items(self, items: Sequence[Item], screen: bool = False, here: bool = False) -> dict[str, int]:
+        """``screen``: each item keeps its text column values as written (``Item.written``);
+        ``here``: analyzed in this process (a chunk of ``pool.redact_shards`` is)."""
         ner_before = self.pool.ner_stats()
         seen = 0
         contents: dict[JsonKey, JsonContent] = {}
@@ -432,8 +428,7 @@ class Redactor:
             todo = list(wanted)
         if self.line_exchange is not None:
             self.line_exchange(todo)
-        # a shard (here or in a worker) is analyzed where it is redacted
-        for request, hits in zip(todo, self.pool.analyze(todo, here=self.line_exchange is not None), strict=True):
+        for request, hits in zip(todo, self.pool.analyze(todo, here=here), strict=True):
             self._cache[request] = hits
 
         by_scope: dict[str, list[Item]] = defaultdict(list)

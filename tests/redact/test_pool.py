@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from pipelines.redact import pool
 from pipelines.redact.policy import EntityRule, load_policy
 from pipelines.redact.redactor import Redactor
@@ -22,12 +24,14 @@ def test_two_workers_give_the_same_rows_documents_and_audit(corpus, corpus_rows,
     with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=False) as one:
         single = one.redact_rows(calls, spans, now=NOW)
         single_docs = one.redact_documents(corpus.documents)
+    sent = _count_sent(monkeypatch)
     with Redactor(mode="placeholder", keys=KEYS, workers=2, ner=False) as two:
         assert two.pool.parallel_rows(len(calls) + len(spans))
         two.pool.start_workers()  # as the ingest asset does while it still parses
         early = list(two.pool._processes)
         sharded = two.redact_rows(calls, spans, now=NOW)
         assert len(early) == 1 and two.pool._processes == early  # the ones started early, no other
+        assert 0 < sent["calls"] < len(calls)  # the worker had chunks, and so had the caller
         # documents go the other way: walked here, analyzed by the workers
         sharded_docs = two.redact_documents(corpus.documents)
         assert two.pool.started
@@ -35,7 +39,71 @@ def test_two_workers_give_the_same_rows_documents_and_audit(corpus, corpus_rows,
     assert sharded.spans == single.spans
     assert sharded.audit == single.audit
     assert sharded_docs == single_docs
-    assert {pool.shard_of(c["trace_id"], 2) for c in calls} == {0, 1}  # both workers had traces
+
+
+def _count_sent(monkeypatch) -> dict[str, int]:
+    """Counts the chunks and call rows the caller sends to its workers."""
+    sent = {"chunks": 0, "calls": 0}
+    send = pool._Worker.send
+
+    def counted(self, message: tuple) -> None:
+        if message[0] == "redact":
+            sent["chunks"] += 1
+            sent["calls"] += len(message[1])
+        send(self, message)
+
+    monkeypatch.setattr(pool._Worker, "send", counted)
+    return sent
+
+
+@pytest.fixture(scope="module")
+def single_screened(corpus_rows):
+    with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=False) as one:
+        return one.redact_rows(*corpus_rows, now=NOW, screen=PATTERNS)
+
+
+@pytest.mark.parametrize(
+    ("take_divisor", "min_chunk_divisor", "workers"),
+    [(1, 1, 2), (1_000, 1_000_000, 2), (2, 80, 3)],
+    ids=["two-halves", "a-trace-a-chunk", "two-workers"],
+)
+def test_the_rows_are_the_same_whatever_the_split(
+    corpus_rows, single_screened, monkeypatch, take_divisor, min_chunk_divisor, workers
+):
+    """Chunks of every size, taken by whichever process asks first: the rows,
+    audit, stats of replacements and screen are those of one process."""
+    calls, spans = corpus_rows
+    monkeypatch.setattr(pool, "MIN_POOL_ROWS", 10)
+    monkeypatch.setattr(pool, "TAKE_DIVISOR", take_divisor)
+    monkeypatch.setattr(pool, "MIN_CHUNK_DIVISOR", min_chunk_divisor)
+    sent = _count_sent(monkeypatch)
+    with Redactor(mode="placeholder", keys=KEYS, workers=workers, ner=False) as many:
+        result = many.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
+        assert len(many.pool._processes) == workers - 1
+    assert (result.calls, result.spans, result.audit) == (
+        single_screened.calls,
+        single_screened.spans,
+        single_screened.audit,
+    )
+    assert result.residuals == single_screened.residuals
+    assert result.stats["replacements"] == single_screened.stats["replacements"]
+    assert sent["chunks"] >= 1
+
+
+def test_the_trace_queue_hands_out_every_trace_once_whole_in_shrinking_chunks():
+    calls = [{"trace_id": f"t{i % 50}", "request_json": "x" * (i % 7) * 100} for i in range(400)]
+    spans = [{"trace_id": f"t{i % 60}", "attributes_json": "{}"} for i in range(300)]  # ten traces without calls
+    chunks = pool.TraceQueue(calls, spans, takers=2)
+    taken = []
+    while (chunk := chunks.take()) is not None:
+        taken.append(chunk)
+    assert chunks.take() is None
+    assert sorted(i for c, _ in taken for i in c) == list(range(len(calls)))
+    assert sorted(i for _, s in taken for i in s) == list(range(len(spans)))
+    traces = [{calls[i]["trace_id"] for i in c} | {spans[i]["trace_id"] for i in s} for c, s in taken]
+    assert sum(map(len, traces)) == len(set().union(*traces)) == 60  # each trace in one chunk
+    sizes = [len(c) + len(s) for c, s in taken]
+    assert len(taken) > 4 and sizes[0] > 2 * sizes[-2]  # large first, small where the takers meet
 
 
 def test_the_screen_run_by_the_redactor_finds_what_scanning_its_rows_finds(corpus_rows, monkeypatch):
@@ -70,31 +138,67 @@ def test_the_screen_run_by_the_redactor_finds_what_scanning_its_rows_finds(corpu
         assert len(screened.calls) == sum(not f for f in scanned["calls"])
 
 
-def test_a_line_both_workers_need_is_read_by_ner_once_and_its_names_reach_the_other(monkeypatch):
-    """The shared system prompt lines of traces split over two workers: NER reads
-    each in one of them, the other gets its names, and the rows, audit and screen
-    are those of one process."""
+def test_a_chunk_uses_the_names_other_processes_read_and_gives_back_those_it_read():
+    """What goes with a chunk to a worker and back (``pool._redact_shard``, run here):
+    lines whose names came with the chunk are not read again, and the names of
+    the lines read for it are returned; the rows are those of one process."""
+    calls, spans = rows_of([untemplated_call(n) for n in range(6)])
+    with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True) as one:
+        single = one.redact_rows(calls, spans, now=NOW)
+    with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True) as first:
+        *_, names = pool._redact_shard(first, None, calls[:3], spans, NOW, None, {})
+    assert names and all(isinstance(spans_, tuple) for spans_ in names.values())
+    shared = {line: found for line, found in names.items() if any(line in c["system_text"] for c in calls[3:])}
+    assert shared  # the system prompt's lines every call holds
+    with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True) as second:
+        updates, _, audit, stats, _, read = pool._redact_shard(second, None, calls[3:], [], NOW, None, shared)
+    assert not set(read) & set(shared)  # learnt, not read again
+    assert stats["ner_lines_received"] == len(shared)
+    rows = [{**call, **update} for call, update in zip(calls[3:], updates, strict=True)]
+    expected = single.calls[3:]
+    assert [r["system_text"] for r in rows] == [r["system_text"] for r in expected]
+    assert all(AUTHOR not in r["system_text"] for r in rows)
+    assert audit == [a for a in single.audit if a["call_id"] in {c["call_id"] for c in calls[3:]}]
+
+
+def test_a_line_both_processes_need_is_read_in_one_and_the_rows_are_those_of_one_process(monkeypatch):
+    """Traces that share system prompt lines, in chunks of one trace each over the
+    caller and a worker: the names go both ways and the rows, audit and screen are
+    those of one process."""
     monkeypatch.setattr(pool, "MIN_POOL_ROWS", 10)
+    monkeypatch.setattr(pool, "TAKE_DIVISOR", 1_000)
+    monkeypatch.setattr(pool, "MIN_CHUNK_DIVISOR", 1_000_000)
     calls, spans = rows_of([untemplated_call(n) for n in range(30)])
     with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True) as one:
         single = one.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
     with Redactor(mode="placeholder", keys=KEYS, workers=2, ner=True) as two:
         sharded = two.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
         assert two.pool.started
-        assert len(two.pool._processes) == 1  # the caller redacted shard 0 itself
-    assert {pool.shard_of(c["trace_id"], 2) for c in calls} == {0, 1}
+        assert len(two.pool._processes) == 1  # the caller is the other process
     assert (sharded.calls, sharded.spans, sharded.audit) == (single.calls, single.spans, single.audit)
     assert sharded.residuals == single.residuals
     assert all(AUTHOR not in call["system_text"] for call in sharded.calls)
-    # lines both shards hold were read once, in one worker, and learnt by the other
-    assert sharded.stats["ner_lines"] == single.stats["ner_lines"]
-    assert sharded.stats["ner_lines_received"] >= 4
+    # each process reads a line at most once: at most the shared lines twice
+    assert single.stats["ner_lines"] <= sharded.stats["ner_lines"] <= single.stats["ner_lines"] + 4
 
 
-def test_each_line_wanted_by_several_workers_has_one_owner():
-    elsewhere, shared = pool.owners([["a", "b", "c"], ["b", "c", "d"], ["c"]])
-    assert sorted(shared[0] + shared[1] + shared[2]) == ["b", "c"]  # "a" and "d" stay with their only reader
-    for line, wanted_by in (("b", {0, 1}), ("c", {0, 1, 2})):
-        owner = next(i for i in range(3) if line in shared[i])
-        assert owner in wanted_by
-        assert {i for i in range(3) if line in elsewhere[i]} == wanted_by - {owner}
+def test_a_chunk_failing_here_fails_the_batch_and_the_next_batch_starts_workers_afresh(corpus_rows, monkeypatch):
+    calls, spans = corpus_rows
+    monkeypatch.setattr(pool, "MIN_POOL_ROWS", 10)
+    redact_columns = Redactor._redact_columns
+
+    def failing(self, *args, here: bool = False, **kwargs):
+        if here:
+            raise RuntimeError("a chunk failed in the caller")
+        return redact_columns(self, *args, here=here, **kwargs)
+
+    with Redactor(mode="placeholder", keys=KEYS, workers=2, ner=False) as two:
+        monkeypatch.setattr(Redactor, "_redact_columns", failing)
+        with pytest.raises(RuntimeError, match="a chunk failed"):
+            two.redact_rows(calls, spans, now=NOW)
+        assert not two.pool.started  # the worker, left mid-chunk, was ended
+        monkeypatch.setattr(Redactor, "_redact_columns", redact_columns)
+        again = two.redact_rows(calls, spans, now=NOW)
+        assert two.pool.started
+    with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=False) as one:
+        assert again.calls == one.redact_rows(calls, spans, now=NOW).calls
