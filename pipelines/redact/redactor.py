@@ -278,8 +278,8 @@ class Redactor:
             started = time.process_time()
             text_screen = TextScreen(self.policy, screen)
             found = {
-                "calls": [text_screen.row(item.written or ()) for item in call_items],
-                "spans": [text_screen.row(item.written or ()) for item in span_items],
+                "calls": text_screen.rows(item.written for item in call_items),
+                "spans": text_screen.rows(item.written for item in span_items),
             }
             stats["screen_cpu_ms"] = round((time.process_time() - started) * 1000)
 
