@@ -1,6 +1,6 @@
 """The residual-PII scan's share of the ingest stage, measured inside the stage.
 
-    python bench/residual.py                 # the 40,000-call demo day (take /tmp/tl-bench.lock)
+    python bench/residual.py                 # the 40,000-call demo day
     python bench/residual.py --calls 4000    # quick
     python bench/residual.py --tree DIR      # another checkout's code (e.g. main's, for "before")
     python bench/residual.py --screen-batch --calls 10000  # the text screen row by row vs TextScreen.rows

@@ -452,10 +452,10 @@ class AnalyzerPool:
     def start_analyzer(self) -> TextAnalyzer:
         return self.local
 
-    def start_workers(self) -> None:
+    def start_workers(self) -> list[_Worker]:
         """Start now the worker processes ``redact_shards`` will use (the caller is the
         other shard), so that their start and NER model loading overlap the caller's work."""
-        self._started(self.workers - 1)
+        return self._started(self.workers - 1)
 
     def _started(self, count: int | None = None) -> list[_Worker]:
         """``count`` worker processes (default ``workers``), started now if fewer are up."""
@@ -524,7 +524,7 @@ class AnalyzerPool:
         caller redacts its chunks by ``here(calls, spans)``, and between them yields
         the workers' chunks that came back, so that they are finished while the
         workers still redact."""
-        workers = self._started(self.workers - 1)  # what start_workers starts
+        workers = self.start_workers()
         chunks = TraceQueue(calls, spans, len(workers) + 1)
         analyzer = self.local
         back: queue.SimpleQueue = queue.SimpleQueue()

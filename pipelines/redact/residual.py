@@ -797,7 +797,7 @@ class TextScreen:
         hits = found.str.contains(RAW_GATE).to_list()
         out, at = [], 0
         for values in rows:
-            flagged = [written for written, hit in zip(values, hits[at : at + len(values)], strict=True) if hit]
+            flagged = [item for item, hit in zip(values, hits[at : at + len(values)], strict=True) if hit]
             at += len(values)
             out.append(self.row(flagged) if flagged else ())
         return out
