@@ -15,7 +15,7 @@ import polars as pl
 
 from assets.reporting import merge_metadata, preview
 from pipelines import quality
-from pipelines.ingest import IngestBatch
+from pipelines.ingest import IngestBatch, gc_paused
 from pipelines.ingest_plan import DayPlan, plan_day
 from pipelines.partitions import daily, day_and_shard, day_of
 from pipelines.redact.residual import patterns_for_mode
@@ -218,7 +218,8 @@ def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Materi
     day_traces = spans.filter(pl.col("occurred_date") == day)["trace_id"].unique()
     spans = spans.filter(pl.col("trace_id").is_in(day_traces.implode()))
     calls = warehouse.read("calls", window & pl.col("trace_id").is_in(day_traces.implode()), CALL_COLUMNS)
-    rows = rollup(calls, spans, day, datetime.now(UTC))
+    with gc_paused():  # a trace's row dicts all stay alive: collecting while they are built is work for nothing
+        rows = rollup(calls, spans, day, datetime.now(UTC))
     result = warehouse.merge("traces", rows, partitions=[day])
     context.log.info(f"{day}: {len(rows)} traces rolled up from {calls.height} calls and {spans.height} spans")
     return dg.MaterializeResult(
