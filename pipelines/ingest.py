@@ -333,7 +333,7 @@ def gc_paused() -> Iterator[None]:
     library may call ``gc.enable()`` meanwhile, and one does: spaCy's srsly after
     reading a model's msgpack, when the redactor loads its NER model in the middle of
     ``plan_day``. With the day's rows alive, every full collection after that took
-    1.2-1.7 s, seven of them while the 40k-call day was redacted (README "Speed",
+    1.2-2.0 s, 7-8 of them while the 40k-call day was redacted (README "Speed",
     seventh round)."""
     enabled = gc.isenabled()
     thresholds = gc.get_threshold()
