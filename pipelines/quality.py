@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -259,6 +260,22 @@ def _rule_name(expectation: Any) -> str:
     return type(expectation).__name__.removeprefix("Expect")
 
 
+@contextmanager
+def gx_batch(name: str, frame: pl.DataFrame) -> Iterator[Any]:
+    """``frame`` as a Great Expectations batch of the shared source, under a dataframe
+    asset ``name`` that is removed again afterwards."""
+    source = gx_source()
+    batch = (
+        source.add_dataframe_asset(name=name)
+        .add_batch_definition_whole_dataframe("all")
+        .get_batch(batch_parameters={"dataframe": frame.to_pandas()})
+    )
+    try:
+        yield batch
+    finally:
+        source.delete_asset(name)
+
+
 def _same_rule(validated: Any, expected: Any) -> bool:
     """The result's rule is the expectation's (the validator adds the batch id to the kwargs)."""
     kwargs = {k: v for k, v in validated.kwargs.items() if k != "batch_id"}
@@ -280,14 +297,8 @@ def validate(
     report = QualityReport(table=table, rows=checked.height)
     if checked.is_empty():
         return report
-    source = gx_source()
     name = f"{table}-{id(checked)}"
-    batch = (
-        source.add_dataframe_asset(name=name)
-        .add_batch_definition_whole_dataframe("all")
-        .get_batch(batch_parameters={"dataframe": checked.to_pandas()})
-    )
-    try:
+    with gx_batch(name, checked) as batch:
         suite = gx.ExpectationSuite(name=name, expectations=_expectations(table, now or datetime.now(UTC)))
         results = batch.validate(suite, result_format="BASIC").results
         for expectation, result in zip(suite.expectations, results, strict=True):
@@ -298,6 +309,4 @@ def validate(
             column = ",".join(",".join(n) if isinstance(n, list) else str(n) for n in named)
             unexpected = int((result.result or {}).get("unexpected_count") or 0)
             report.results.append(RuleResult(_rule_name(expectation), column, bool(result.success), unexpected))
-    finally:
-        source.delete_asset(name)
     return report

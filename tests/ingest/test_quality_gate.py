@@ -75,22 +75,13 @@ def test_suites_catch_broken_accounting_and_orphan_llm_spans():
 def _one_rule_at_a_time(table: str, frame: pl.DataFrame, now: datetime) -> list[quality.RuleResult]:
     """The reference: each expectation validated on its own (how validate worked before the seventh round)."""
     checked = quality.FRAMES[table](frame, {})
-    source = quality.gx_source()
-    name = f"reference-{table}"
-    batch = (
-        source.add_dataframe_asset(name=name)
-        .add_batch_definition_whole_dataframe("all")
-        .get_batch(batch_parameters={"dataframe": checked.to_pandas()})
-    )
-    try:
-        out = []
+    out = []
+    with quality.gx_batch(f"reference-{table}", checked) as batch:
         for expectation in quality._expectations(table, now):
             result = batch.validate(expectation, result_format="BASIC")
             unexpected = int((result.result or {}).get("unexpected_count") or 0)
             out.append((quality._rule_name(expectation), bool(result.success), unexpected))
-        return out
-    finally:
-        source.delete_asset(name)
+    return out
 
 
 def test_a_suite_validated_whole_gives_each_rule_its_own_result():
