@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
@@ -259,29 +260,53 @@ def _rule_name(expectation: Any) -> str:
     return type(expectation).__name__.removeprefix("Expect")
 
 
+@contextmanager
+def gx_batch(name: str, frame: pl.DataFrame) -> Iterator[Any]:
+    """``frame`` as a Great Expectations batch of the shared source, under a dataframe
+    asset ``name`` that is removed again afterwards."""
+    source = gx_source()
+    batch = (
+        source.add_dataframe_asset(name=name)
+        .add_batch_definition_whole_dataframe("all")
+        .get_batch(batch_parameters={"dataframe": frame.to_pandas()})
+    )
+    try:
+        yield batch
+    finally:
+        source.delete_asset(name)
+
+
+def _same_rule(validated: Any, expected: Any) -> bool:
+    """The result's rule is the expectation's (the validator adds the batch id to the kwargs)."""
+    kwargs = {k: v for k, v in validated.kwargs.items() if k != "batch_id"}
+    return validated.type == expected.type and kwargs == expected.kwargs
+
+
 def validate(
     table: str, frame: pl.DataFrame, others: dict[str, pl.DataFrame] | None = None, now: datetime | None = None
 ) -> QualityReport:
-    """Validate one table's rows (usually one day) with its suite."""
+    """Validate one table's rows (usually one day) with its suite.
+
+    The suite is validated whole, in one call: Great Expectations fingerprints the
+    batch's dataframe (a hash of every value) for each validator it makes, and one
+    expectation at a time made one validator per rule (the 40k-call day's `calls`
+    suite: 0.62 s against 0.20, most of it hashing the same frame nine times)."""
+    import great_expectations as gx
+
     checked = FRAMES[table](frame, others or {})
     report = QualityReport(table=table, rows=checked.height)
     if checked.is_empty():
         return report
-    source = gx_source()
     name = f"{table}-{id(checked)}"
-    batch = (
-        source.add_dataframe_asset(name=name)
-        .add_batch_definition_whole_dataframe("all")
-        .get_batch(batch_parameters={"dataframe": checked.to_pandas()})
-    )
-    try:
-        for expectation in _expectations(table, now or datetime.now(UTC)):
-            result = batch.validate(expectation, result_format="BASIC")
+    with gx_batch(name, checked) as batch:
+        suite = gx.ExpectationSuite(name=name, expectations=_expectations(table, now or datetime.now(UTC)))
+        results = batch.validate(suite, result_format="BASIC").results
+        for expectation, result in zip(suite.expectations, results, strict=True):
+            if not _same_rule(result.expectation_config, expectation.configuration):
+                raise RuntimeError(f"{table}: Great Expectations returned the suite's results out of order")
             kwargs = expectation.configuration.kwargs
             named = [kwargs[k] for k in ("column", "column_A", "column_B", "column_list") if k in kwargs]
             column = ",".join(",".join(n) if isinstance(n, list) else str(n) for n in named)
             unexpected = int((result.result or {}).get("unexpected_count") or 0)
             report.results.append(RuleResult(_rule_name(expectation), column, bool(result.success), unexpected))
-    finally:
-        source.delete_asset(name)
     return report

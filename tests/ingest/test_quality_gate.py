@@ -70,3 +70,44 @@ def test_suites_catch_broken_accounting_and_orphan_llm_spans():
     )
     report = quality.validate("spans", spans, {"calls": pl.DataFrame({"call_id": ["c-other"]})}, now=now)
     assert [(r.column, r.unexpected) for r in report.failures] == [("llm_call_has_call_row", 1)]
+
+
+def _one_rule_at_a_time(table: str, frame: pl.DataFrame, now: datetime) -> list[quality.RuleResult]:
+    """The reference: each expectation validated on its own (how validate worked before the seventh round)."""
+    checked = quality.FRAMES[table](frame, {})
+    out = []
+    with quality.gx_batch(f"reference-{table}", checked) as batch:
+        for expectation in quality._expectations(table, now):
+            result = batch.validate(expectation, result_format="BASIC")
+            unexpected = int((result.result or {}).get("unexpected_count") or 0)
+            out.append((quality._rule_name(expectation), bool(result.success), unexpected))
+    return out
+
+
+def test_a_suite_validated_whole_gives_each_rule_its_own_result():
+    now = datetime.now(UTC)
+    later = datetime(2030, 1, 1, tzinfo=UTC)
+    log = pl.DataFrame(
+        {
+            "source_key": ["a", "a", "b"],
+            "etag": ["1", "1", "2"],
+            "status": ["ok", "done", "partial"],
+            "records_read": [3, 3, 5],
+            "records_ingested": [3, 2, 4],
+            "records_quarantined": [0, 1, 1],
+        }
+    )
+    traces = pl.DataFrame(
+        {
+            "trace_id": ["t1", "t2", None],
+            "started_at": [now, now, now],
+            "ended_at": [now, now - (later - now), later],
+            "call_count": [1, 5, 2],
+            "span_count": [2, 3, 2],
+        }
+    )
+    for table, frame in (("ingest_log", log), ("traces", traces)):
+        report = quality.validate(table, frame, now=now)
+        got = [(r.rule, r.passed, r.unexpected) for r in report.results]
+        assert got == _one_rule_at_a_time(table, frame, now), table
+        assert not report.passed and any(r.passed for r in report.results), table  # a mix: order matters
