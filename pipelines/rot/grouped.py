@@ -382,6 +382,10 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
     if calls.is_empty():
         return pl.DataFrame(schema=VERDICT_SCHEMA)
+    # one chunk per column (a day read from Delta comes in one per file): the check gathers
+    # the classes' and the rotted calls' rows from it several times, and a gather across
+    # chunks costs more than putting them together once
+    calls = calls.rechunk()
     base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
     keys = base.select(
         "_row",
