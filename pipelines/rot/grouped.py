@@ -43,6 +43,7 @@ from typing import Any
 
 import orjson
 import polars as pl
+import polars_hash  # noqa: F401 (registers the chash namespace: sha256 in polars)
 import pyarrow as pa
 
 from pipelines.record.canonical import canonical_json, same_block_digest
@@ -381,6 +382,10 @@ def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
     if calls.is_empty():
         return pl.DataFrame(schema=VERDICT_SCHEMA)
+    # one chunk per column (a day read from Delta comes in one per file): the check gathers
+    # the classes' and the rotted calls' rows from it several times, and a gather across
+    # chunks costs more than putting them together once
+    calls = calls.rechunk()
     base = calls.with_row_index("_row").with_columns(_key=_day_set_keys(calls))
     keys = base.select(
         "_row",
@@ -678,6 +683,10 @@ def _class_verdicts(
     return shared, complete, pieces_of, bounds
 
 
+# a class's splice as columns, in ``_Splice``'s order
+_AROUND = ("_recorded_prefix", "_recorded_suffix", "_today_prefix", "_today_suffix")
+
+
 def _rerendered_spliced(
     sets: _Sets,
     needs: pl.DataFrame,
@@ -688,22 +697,17 @@ def _rerendered_spliced(
     the call's own bytes and today's suffix; in the order of ``needs``.
 
     Calls of one class whose stored bytes are the same (a day repeats many requests
-    byte for byte) re-render to the same bytes: each distinct request is hashed once."""
-    # per class (by id): today's prefix hashed once (each call continues from a copy),
-    # today's suffix, and the set's recorded prefix and suffix the call's bytes must have
-    spliced: list[tuple | None] = [None] * (max(pieces_of) + 1)
+    byte for byte) re-render to the same bytes: each distinct request is hashed once,
+    spliced and hashed in polars (polars-hash's sha256, the same hex digest as hashlib),
+    so no request becomes a Python object."""
+    # per class (by id): the set's recorded bytes around the call's own part, and today's
+    arounds: dict[str, list[str | None]] = {name: [None] * (max(pieces_of) + 1) for name in _AROUND}
     for class_id, (recorded, today) in pieces_of.items():
         splice = _splice(recorded, today, bounds.get(class_id)) if recorded is not None else None
         if splice is not None:
-            prefix, suffix = splice.prefix.encode(), splice.suffix.encode()
-            spliced[class_id] = (
-                hashlib.sha256(splice.today_prefix.encode()),
-                splice.today_suffix.encode(),
-                prefix,
-                suffix,
-                len(prefix),
-                len(prefix) + len(suffix),
-            )
+            values = (splice.prefix, splice.suffix, splice.today_prefix, splice.today_suffix)
+            for name, value in zip(_AROUND, values, strict=True):
+                arounds[name][class_id] = value
     # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
     # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
     distinct = (
@@ -713,24 +717,40 @@ def _rerendered_spliced(
         .agg("_at", pl.col("_row").first())
         .sort("_row")  # the requests read in the day's order: a gather that walks memory forward
     )
-    requests = sets.base["request_json"].gather(distinct["_row"]).cast(pl.Binary).to_list()
-    out: list[str] = []
-    append = out.append
-    # the call's own part lies between the set's recorded prefix and suffix (checked); a
-    # falsy metadata value (which today's request leaves out) goes the slow way
-    columns = zip(distinct["_class"].to_list(), distinct["_metadata_dropped"].to_list(), requests, strict=True)
-    for class_id, dropped, request in columns:
-        one = spliced[class_id]
-        if one is not None and not dropped:
-            head, tail, prefix, suffix, at, around_length = one
-            if len(request) >= around_length and request.startswith(prefix) and request.endswith(suffix):
-                digest = head.copy()
-                digest.update(request[at : len(request) - len(suffix)])
-                digest.update(tail)
-                append(digest.hexdigest())
-                continue
-        append(_rerendered_by_parsing(request.decode(), pieces_of[class_id][1]))
-    spread = distinct.select("_at", _hash=pl.Series(out, dtype=pl.String)).explode("_at")
+    at_class = distinct["_class"]
+    frame = pl.DataFrame(
+        [
+            sets.base["request_json"].gather(distinct["_row"]).alias("_request"),
+            distinct["_metadata_dropped"],
+            *(pl.Series(name, values, pl.String).gather(at_class) for name, values in arounds.items()),
+        ]
+    )
+    # the call's own part lies between the set's recorded prefix and suffix where stripping
+    # both takes off both (each is at least a byte long); a falsy metadata value (which
+    # today's request leaves out) and a class without a splice go the slow way
+    request, prefix, suffix = pl.col("_request"), pl.col("_recorded_prefix"), pl.col("_recorded_suffix")
+    hashes = (
+        frame.with_columns(_own=request.str.strip_prefix(prefix).str.strip_suffix(suffix))
+        .select(
+            pl.when(
+                ~pl.col("_metadata_dropped")
+                & (
+                    pl.col("_own").str.len_bytes()
+                    == request.str.len_bytes() - prefix.str.len_bytes() - suffix.str.len_bytes()
+                )
+            )
+            .then(pl.concat_str("_today_prefix", "_own", "_today_suffix").chash.sha2_256())
+            .alias("_hash")
+        )
+        .to_series()
+    )
+    slow = hashes.is_null().arg_true()
+    if len(slow):
+        texts = frame["_request"].gather(slow).to_list()
+        classes = at_class.gather(slow).to_list()
+        by_parsing = [_rerendered_by_parsing(t, pieces_of[c][1]) for t, c in zip(texts, classes, strict=True)]
+        hashes = hashes.scatter(slow, pl.Series(by_parsing, dtype=pl.String))
+    spread = distinct.select("_at", _hash=hashes).explode("_at")
     return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
 
 

@@ -305,3 +305,39 @@ def test_verdicts_that_miss_a_call_fail_instead_of_shifting_the_day(day):
     short = rows.slice(1).select("_row", "_v", "replay_fidelity", "rerendered_sha256")
     with pytest.raises(pl.exceptions.ShapeError):
         _assembled(base, [_Piece(short, table)], None)
+
+
+def test_the_splice_in_polars_hashes_what_parsing_each_request_hashes():
+    """``_rerendered_spliced`` (recorded bytes stripped, today's concatenated, sha256 in
+    polars) against ``_rerendered_by_parsing`` on the same requests: multi-byte text, a
+    metadata value, a falsy one (left out today), and bytes the set's prefix does not bound."""
+    from types import SimpleNamespace
+
+    from pipelines.rot.grouped import _rerendered_by_parsing, _rerendered_spliced
+    from pipelines.rot.rerender import canonical_object
+
+    recorded = {"max_tokens": "100", "model": '"m-old"', "system": '"Bonjour é ✓"'}
+    today = {**recorded, "model": '"m-new"', "system": '"Grüße ✓"'}
+
+    def request(own: dict[str, str], **blocks: str) -> str:
+        return canonical_object({**recorded, **blocks, **own})
+
+    texts = [
+        request({"messages": '[{"content":"naïve ☕","role":"user"}]'}),
+        request({"messages": '[{"content":"hi","role":"user"}]', "metadata": '{"a":1}'}),
+        request({"messages": '[{"content":"hi","role":"user"}]', "metadata": "{}"}),
+        request({"messages": "[]"}, max_tokens="200"),  # not the set's recorded prefix
+    ]
+    needs = pl.DataFrame(
+        {
+            "_row": [0, 1, 2, 3, 0],
+            "_class": [0] * 5,
+            "_metadata_dropped": [False, False, True, False, False],
+            "rendered_request_sha256": [hashlib.sha256(t.encode()).hexdigest() for t in [*texts, texts[0]]],
+        },
+        schema_overrides={"_row": pl.UInt32, "_class": pl.UInt32},
+    )
+    sets = SimpleNamespace(base=pl.DataFrame({"request_json": texts}))
+    got = _rerendered_spliced(sets, needs, {0: (recorded, today)}, {}).to_list()
+    assert got == [_rerendered_by_parsing(texts[i], today) for i in needs["_row"]]
+    assert got[0] != got[1] and got[0] == got[4]
