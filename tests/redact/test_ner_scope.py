@@ -6,11 +6,13 @@ system prompt quotes it, and the regex recognizers still read everything."""
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 
 import pytest
 
+from pipelines.redact.analyzer import DetectorSettings, TextAnalyzer
 from pipelines.redact.redactor import Redactor
 from tests.redact.conftest import KEYS, rows_of
 
@@ -125,3 +127,16 @@ def test_a_templated_system_prompt_is_not_read_by_ner(redactor):
     doc = templated_call("operator", system, {"idioma": "pt"}, [], "Oi")
     (call,) = redact(redactor, [doc]).calls
     assert AUTHOR in call["system_text"] and BRAND in call["system_text"]
+
+
+def test_loading_the_ner_model_inside_a_batch_leaves_gc_paused():
+    # spaCy's model loading calls gc.enable() (srsly): a caller that builds its
+    # analyzer inside a batch would pay for full collections over the batch's rows
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        TextAnalyzer(DetectorSettings(ner=True))
+        assert not gc.isenabled()
+    finally:
+        if was_enabled:
+            gc.enable()
