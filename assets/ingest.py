@@ -15,7 +15,8 @@ import polars as pl
 
 from assets.reporting import merge_metadata, preview
 from pipelines import quality
-from pipelines.ingest import IngestBatch, gc_paused
+from pipelines.collector import gc_paused
+from pipelines.ingest import IngestBatch
 from pipelines.ingest_plan import DayPlan, plan_day
 from pipelines.partitions import daily, day_and_shard, day_of
 from pipelines.redact.residual import patterns_for_mode

@@ -49,11 +49,12 @@ from deltalake import write_deltalake  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
+from pipelines.collector import gc_paused  # noqa: E402
 from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.formats import is_line_delimited  # noqa: E402
 from pipelines.formats.base import json_records  # noqa: E402
-from pipelines.ingest import SourceObject, gc_paused  # noqa: E402
+from pipelines.ingest import SourceObject  # noqa: E402
 from pipelines.ingest_plan import plan_day  # noqa: E402
 from pipelines.record.canonical import (  # noqa: E402
     block_hashes_from_json,

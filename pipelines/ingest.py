@@ -25,15 +25,14 @@ more CPU than they save wall time.
 from __future__ import annotations
 
 import functools
-import gc
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
 import pyarrow as pa
 
+from pipelines.collector import gc_paused
 from pipelines.formats import Normalized, Problem, SourceRef, is_line_delimited, normalize_object
 from pipelines.formats.assembly import assemble, carry_over, refinalize
 from pipelines.formats.base import Fragment
@@ -318,35 +317,6 @@ def use_jemalloc_for_arrow() -> str:
     except NotImplementedError:  # a build without jemalloc (Windows): keep the default
         pass
     return pa.default_memory_pool().backend_name
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """No collections while a batch is built: it allocates millions of small
-    objects that all stay alive, so every collection is work for nothing.
-    On the way out they are moved into the oldest generation (freeze, then
-    unfreeze) instead of being scanned by the young collections first
-    (~4% of the core on the 40k-call day): garbage among them waits for the
-    next full collection, which would have scanned them anyway.
-
-    Collections are stopped by a zero threshold as well as by ``gc.disable()``: a
-    library may call ``gc.enable()`` meanwhile, and one does: spaCy's srsly after
-    reading a model's msgpack, when the redactor loads its NER model in the middle of
-    ``plan_day``. With the day's rows alive, every full collection after that took
-    1.2-2.0 s, 7-8 of them while the 40k-call day was redacted (README "Speed",
-    seventh round)."""
-    enabled = gc.isenabled()
-    thresholds = gc.get_threshold()
-    gc.disable()
-    gc.set_threshold(0)  # no automatic collection, whoever enables the collector
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        if enabled:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
 
 
 def ingest_objects(

@@ -17,11 +17,11 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from pipelines.collector import gc_paused
 from pipelines.ingest import (
     IngestBatch,
     SourceObject,
     existing_calls_to_read,
-    gc_paused,
     ingest_objects,
     objects_to_ingest,
     settle_with_existing,

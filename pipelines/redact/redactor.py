@@ -18,16 +18,15 @@ from the raw request before anything is replaced.
 
 from __future__ import annotations
 
-import gc
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pipelines.collector import gc_paused
 from pipelines.record import canonical
 from pipelines.record.rows import BOOKKEEPING
 from pipelines.redact import nlp
@@ -86,25 +85,6 @@ def detector_settings(policy: Policy, ner: bool) -> DetectorSettings:
         allow_list=tuple(policy.allow_list),
         chunk_chars=policy.large_field_chars,
     )
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a batch is redacted. A day of rows is
-    millions of objects, and every full collection walks all of them: it cost
-    a third of the time. Redaction makes almost no reference cycles. On the
-    way out what the batch made is moved into the oldest generation (freeze,
-    then unfreeze, as ``ingest.gc_paused`` does), not scanned by the young
-    collections first: the first one after a day of rows took 4.7 CPU-s."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
 
 
 def _changes(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -244,7 +224,7 @@ class Redactor:
         With ``screen`` patterns, also the residual-PII classes of each row's text
         columns as redacted (``row_residuals(..., part=TEXT_COLUMNS)``), found in
         the apply pass as it writes each value; else None."""
-        with _gc_paused():
+        with gc_paused():
             return self._redact_columns(calls, spans, now, screen)
 
     def _redact_columns(
@@ -318,7 +298,7 @@ class Redactor:
         templated = call.get("template_id") or call.get("template_version")
         return self.templated_walker if templated else self.walker
 
-    @_gc_paused()
+    @gc_paused()
     def _redact_in_workers(
         self,
         calls: Sequence[dict[str, Any]],
@@ -410,7 +390,7 @@ class Redactor:
         Replacements are consistent within a document's trace id (documents
         without one share a single scope)."""
         items = [Item(trace_scope(doc), lambda v, d=doc: self.walker.walk(d, "", v)) for doc in documents]
-        with _gc_paused():
+        with gc_paused():
             self._redact_items(items)
         return [item.result for item in items]
 

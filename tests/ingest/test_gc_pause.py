@@ -5,7 +5,7 @@ import gc
 
 import srsly
 
-from pipelines.ingest import gc_paused
+from pipelines.collector import gc_paused
 
 
 def _collections_while(work) -> list[int]:
