@@ -24,6 +24,7 @@ from pipelines.rot.check import COMPONENTS, FULL_REQUEST, ROTTED, VERIFIED, Chec
 from pipelines.rot.rerender import DocRef, _key, canonical_object
 
 OWN_KEYS = ("messages", "metadata")
+_UNSET = object()
 _PLAIN = (None, "sha256")
 
 
@@ -76,6 +77,7 @@ class ClassJudge:
         self._templates: dict[tuple[str, str], tuple[Any, bool, frozenset[str], str | None]] = {}
         self._differs: dict[tuple, bool] = {}
         self._models: dict[str, tuple[str | None, str | None]] = {}
+        self._layouts: dict[tuple, tuple[str, str, str] | None] = {}
 
     def _template(self, template_id: str, version: str) -> tuple[Any, bool, frozenset[str], str | None]:
         key = (template_id, version)
@@ -89,6 +91,21 @@ class ClassJudge:
                 found = (template, template.uses_documents, template.variables, tools)
             self._templates[key] = found
         return found
+
+    def _bounds(self, layout_key: tuple, pieces: Mapping[str, str], system: str) -> tuple[str, str] | None:
+        """``around(pieces)`` (None where a key sorts between the own keys). Only the
+        system prompt differs between the classes of one model, route and template
+        version: their bytes around it are joined once per run (``\\x00`` cannot occur in
+        canonical JSON, which escapes control characters, so it marks the hole)."""
+        layout = self._layouts.get(layout_key, _UNSET)
+        if layout is _UNSET:
+            layout = None
+            if not any(between(k) for k in pieces):
+                head, tail = around({**pieces, "system": "\x00"})
+                before, after = tail.split("\x00")
+                layout = (head, before, after)
+            self._layouts[layout_key] = layout
+        return None if layout is None else (layout[0], layout[1] + system + layout[2])
 
     def _moved(self, want: tuple[str, str | None] | None, canonical: str | None) -> bool:
         """``Checker._compare_blocks``'s ``differs``, once per distinct pair."""
@@ -145,7 +162,7 @@ class ClassJudge:
 
         dropped = "metadata" in request and not request["metadata"]
         keys = {k for k, v in request.items() if k not in OWN_KEYS and v is not None}
-        bounds = None if any(between(k) for k in pieces) else around(pieces)
+        bounds = self._bounds((alias, route_key), pieces, system.canonical)
         if not dropped and reproduces(text, request, keys, pieces, bounds):
             return (VERIFIED, [], [], [], FULL_REQUEST, template.sha256, model, []), pieces, bounds
 

@@ -46,6 +46,7 @@ import polars as pl
 import polars_hash  # noqa: F401 (registers the chash namespace: sha256 in polars)
 import pyarrow as pa
 
+from pipelines.collector import gc_paused
 from pipelines.record.canonical import canonical_json, same_block_digest
 from pipelines.rot.check import (
     APPROXIMATE,
@@ -377,6 +378,11 @@ def _system_blocks(block_hashes: pl.Series) -> pl.Series:
     return found
 
 
+# The collector paused for the whole check: it builds tens of thousands of objects that
+# all stay alive until it returns (the classes' values and renderings, the run's caches,
+# the per-call lists), so the ~40 young collections a day's check triggered found
+# nothing to free (the shared pause also moves them to the oldest generation on the way out)
+@gc_paused()
 def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     """Every call's verdict, as ``checker.check`` gives it, one row per call in input
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
