@@ -17,6 +17,7 @@ None, and ``Checker.judge`` decides it, as before.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from json.encoder import encode_basestring
 from typing import Any
 
 from pipelines.record.canonical import canonical_json
@@ -24,7 +25,9 @@ from pipelines.rot.check import COMPONENTS, FULL_REQUEST, ROTTED, VERIFIED, Chec
 from pipelines.rot.rerender import DocRef, _key, canonical_object
 
 OWN_KEYS = ("messages", "metadata")
+_UNSET = object()
 _PLAIN = (None, "sha256")
+_TOP_LEVEL = {"model", "params", "tools"}  # moved blocks that are top-level values other than the system's
 
 
 def between(key: str) -> bool:
@@ -76,6 +79,8 @@ class ClassJudge:
         self._templates: dict[tuple[str, str], tuple[Any, bool, frozenset[str], str | None]] = {}
         self._differs: dict[tuple, bool] = {}
         self._models: dict[str, tuple[str | None, str | None]] = {}
+        self._layouts: dict[tuple, tuple[str, str, str] | None] = {}
+        self._params_json: dict[tuple, str] = {}
 
     def _template(self, template_id: str, version: str) -> tuple[Any, bool, frozenset[str], str | None]:
         key = (template_id, version)
@@ -89,6 +94,21 @@ class ClassJudge:
                 found = (template, template.uses_documents, template.variables, tools)
             self._templates[key] = found
         return found
+
+    def _bounds(self, layout_key: tuple, pieces: Mapping[str, str], system: str) -> tuple[str, str] | None:
+        """``around(pieces)`` (None where a key sorts between the own keys). Only the
+        system prompt differs between the classes of one model, route and template
+        version: their bytes around it are joined once per run (``\\x00`` cannot occur in
+        canonical JSON, which escapes control characters, so it marks the hole)."""
+        layout = self._layouts.get(layout_key, _UNSET)
+        if layout is _UNSET:
+            layout = None
+            if not any(between(k) for k in pieces):
+                head, tail = around({**pieces, "system": "\x00"})
+                before, after = tail.split("\x00")
+                layout = (head, before, after)
+            self._layouts[layout_key] = layout
+        return None if layout is None else (layout[0], layout[1] + system + layout[2])
 
     def _moved(self, want: tuple[str, str | None] | None, canonical: str | None) -> bool:
         """``Checker._compare_blocks``'s ``differs``, once per distinct pair."""
@@ -111,10 +131,11 @@ class ClassJudge:
         request: Mapping[str, Any],
         blocks: Sequence[Mapping[str, Any]] | None,
         docs: Sequence[Mapping[str, Any]],
-    ) -> tuple[tuple, dict[str, str], tuple[str, str] | None] | None:
+    ) -> tuple[tuple, dict[str, str], tuple[str, str] | None, tuple[str, str] | None] | None:
         """(the class's ``SHARED`` values, today's pieces other than the own part, their
-        ``around`` (None where a key sorts between the own keys)), or None where
-        ``Checker.judge`` decides. ``docs`` are the recorded documents in rank order;
+        ``around`` (None where a key sorts between the own keys), the stored request's
+        ``around`` where ``_recorded_bounds`` derives it), or None where ``Checker.judge``
+        decides. ``docs`` are the recorded documents in rank order;
         ``request`` the parsed stored request, whose ``messages`` is a list."""
         template, uses_documents, names, tools = self._template(template_id, version)
         if template is None or not alias or not blocks:
@@ -145,9 +166,9 @@ class ClassJudge:
 
         dropped = "metadata" in request and not request["metadata"]
         keys = {k for k, v in request.items() if k not in OWN_KEYS and v is not None}
-        bounds = None if any(between(k) for k in pieces) else around(pieces)
+        bounds = self._bounds((alias, route_key), pieces, system.canonical)
         if not dropped and reproduces(text, request, keys, pieces, bounds):
-            return (VERIFIED, [], [], [], FULL_REQUEST, template.sha256, model, []), pieces, bounds
+            return (VERIFIED, [], [], [], FULL_REQUEST, template.sha256, model, []), pieces, bounds, None
 
         # the request moved: its blocks compared as Checker._compare_blocks compares them
         recorded = {b["block"]: (b["sha256"], b.get("algorithm")) for b in blocks}
@@ -158,7 +179,10 @@ class ClassJudge:
         if self._moved(recorded.get("model"), model_json):
             moved["model"] = "model_alias_moved"
             notes.append(f"model: alias {alias} now resolves to {model}")
-        if self._moved(recorded.get("params"), canonical_object(param_pieces) if param_pieces else None):
+        params_json = self._params_json.get(route_key)
+        if params_json is None:
+            params_json = self._params_json[route_key] = canonical_object(param_pieces) if param_pieces else ""
+        if self._moved(recorded.get("params"), params_json or None):
             moved["params"] = "params_changed"
             was = _params_of(request)
             names_moved = sorted(k for k in set(params) | set(was) if params.get(k) != was.get(k))
@@ -182,4 +206,26 @@ class ClassJudge:
         components = sorted({c for c in moved.values() if c}, key=COMPONENTS.index)
         if not components:
             notes.append("the request differs but no ingredient could be named")
-        return (ROTTED, components, [], sorted(moved), FULL_REQUEST, template.sha256, model, notes), pieces, bounds
+        values = (ROTTED, components, [], sorted(moved), FULL_REQUEST, template.sha256, model, notes)
+        return values, pieces, bounds, self._recorded_bounds(bounds, (alias, route_key), keys, pieces, moved, request)
+
+    def _recorded_bounds(
+        self,
+        bounds: tuple[str, str] | None,
+        layout_key: tuple,
+        keys: set[str],
+        pieces: Mapping[str, str],
+        moved: Mapping[str, str],
+        request: Mapping[str, Any],
+    ) -> tuple[str, str] | None:
+        """The stored request's bytes around its own part, where they are today's with the
+        recorded system prompt in place of today's: the same top-level keys, and model,
+        params and tools reproduce; else None (the caller serialises the recorded values).
+        These only bound the calls' own parts in the splice, which checks them against
+        every call's bytes (a call they do not bound is read the slow way), so being
+        derived rather than read cannot change a hash."""
+        system = request.get("system")
+        if bounds is None or system.__class__ is not str or keys != pieces.keys() or moved.keys() & _TOP_LEVEL:
+            return None
+        head, before, after = self._layouts[layout_key]
+        return head, before + encode_basestring(system) + after

@@ -46,6 +46,7 @@ import polars as pl
 import polars_hash  # noqa: F401 (registers the chash namespace: sha256 in polars)
 import pyarrow as pa
 
+from pipelines.collector import gc_paused
 from pipelines.record.canonical import canonical_json, same_block_digest
 from pipelines.rot.check import (
     APPROXIMATE,
@@ -377,6 +378,11 @@ def _system_blocks(block_hashes: pl.Series) -> pl.Series:
     return found
 
 
+# The collector paused for the whole check: it builds tens of thousands of objects that
+# all stay alive until it returns (the classes' values and renderings, the run's caches,
+# the per-call lists), so the ~40 young collections a day's check triggered found
+# nothing to free (the shared pause also moves them to the oldest generation on the way out)
+@gc_paused()
 def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     """Every call's verdict, as ``checker.check`` gives it, one row per call in input
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
@@ -496,7 +502,8 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
-    shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"])
+    splices: dict[int, _Splice] | None = {} if system_of is None else None
+    shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"], splices)
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -512,7 +519,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     if wanted.any():
         needs = members.filter(wanted)
         if system_of is None:
-            hashes = _rerendered_spliced(sets, needs, pieces_of, bounds)
+            hashes = _rerendered_spliced(sets, needs, pieces_of, bounds, splices)
         else:
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
@@ -574,11 +581,13 @@ _REP_COLUMNS = (
 
 
 def _class_verdicts(
-    sets: _Sets, reps: pl.Series
-) -> tuple[dict[str, list], list[bool], dict[int, tuple[dict[str, str], dict[str, str]]]]:
+    sets: _Sets, reps: pl.Series, splices: dict[int, _Splice] | None = None
+) -> tuple[dict[str, list], list[bool], dict[int, tuple[dict[str, str] | None, dict[str, str]]], dict]:
     """The verdict of each class (one call each at ``reps``), as ``Checker.check`` reaches
     it on any of its calls: (the ``SHARED`` columns, whether today's request could be made,
-    class -> the recorded and today's pieces where it did not reproduce).
+    class -> the recorded and today's pieces where it did not reproduce, class -> today's
+    ``around``). With ``splices``, a class whose splice the judge derives gets it there
+    and no recorded pieces (None).
 
     These calls are unredacted and their stored bytes are the canonical JSON the recorded
     hash witnessed (``_fast_eligible``), so the check's own steps are taken once per class
@@ -635,11 +644,16 @@ def _class_verdicts(
         if isinstance(request.get("messages"), list):
             fast = judge.judge(template_id, version, variables, service, alias, text, request, blocks, ranked)
             if fast is not None:
-                values, today_pieces, today_bounds = fast
+                values, today_pieces, today_bounds, recorded_bounds = fast
                 for column, value in zip(shared_columns, values, strict=True):
                     column.append(value)
                 complete.append(True)
                 if values[0] != VERIFIED:
+                    if recorded_bounds is not None and splices is not None:
+                        # the splice's bounds, without serialising the recorded values again
+                        pieces_of[class_id] = (None, today_pieces)
+                        splices[class_id] = _Splice(*recorded_bounds, *today_bounds)
+                        continue
                     pieces_of[class_id] = (_recorded_pieces(request), today_pieces)
                     if today_bounds is not None:
                         bounds[class_id] = today_bounds
@@ -692,6 +706,7 @@ def _rerendered_spliced(
     needs: pl.DataFrame,
     pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
     bounds: Mapping[int, tuple[str, str]],
+    splices: Mapping[int, _Splice] | None = None,
 ) -> pl.Series:
     """For sets whose blocks are the same bytes on every call: sha256 of today's prefix,
     the call's own bytes and today's suffix; in the order of ``needs``.
@@ -702,8 +717,11 @@ def _rerendered_spliced(
     so no request becomes a Python object."""
     # per class (by id): the set's recorded bytes around the call's own part, and today's
     arounds: dict[str, list[str | None]] = {name: [None] * (max(pieces_of) + 1) for name in _AROUND}
+    splices = splices or {}
     for class_id, (recorded, today) in pieces_of.items():
-        splice = _splice(recorded, today, bounds.get(class_id)) if recorded is not None else None
+        splice = splices.get(class_id)
+        if splice is None and recorded is not None:
+            splice = _splice(recorded, today, bounds.get(class_id))
         if splice is not None:
             values = (splice.prefix, splice.suffix, splice.today_prefix, splice.today_suffix)
             for name, value in zip(_AROUND, values, strict=True):

@@ -168,13 +168,14 @@ class PrintedScores:
         source = template.source
         if template.reaches_impurity or "tojson" in source or template._ast is None:
             return None
-        tree = copy.deepcopy(template._ast)
+        # read on the template's own tree; only a template that is cut is copied first
         # dynamic item access could reach a score by a computed key
-        if any(not isinstance(n.arg, nodes.Const) for n in tree.find_all(nodes.Getitem)):
+        if any(not isinstance(n.arg, nodes.Const) for n in template._ast.find_all(nodes.Getitem)):
             return None
-        total = _score_reads(tree)
+        total = _score_reads(template._ast)
         if total == 0 and not document_fields:
             return None  # prints no score: grouping alone handles it
+        tree = copy.deepcopy(template._ast)
         slots: list[Template] = []
         loop_vars: list[str] = []
         score_only: list[bool] = []
@@ -235,11 +236,12 @@ class PrintedScores:
     def render_counted(
         self, variables_json: str | None, documents: Sequence[DocRef], clock: datetime
     ) -> tuple[str, bool] | None:
-        """(the full rendering with these documents and their scores, whether it read a
-        score) from a skeleton rendered once per variables and number of documents and
-        slots rendered once per distinct document (``of(..., document_fields=True)``);
-        None when the skeleton reads a document field itself or a slot does not render
-        (then render in full, which also says why)."""
+        """(the canonical JSON of the full rendering with these documents and their
+        scores, whether it read a score) from a skeleton rendered once per variables and
+        number of documents and slots rendered once per distinct document (``of(...,
+        document_fields=True)``), joined already escaped (see ``canonical``); None when
+        the skeleton reads a document field itself or a slot does not render (then
+        render in full, which also says why)."""
         key = (variables_json, len(documents))
         counted = self._counted.get(key)
         if counted is None:
@@ -253,10 +255,10 @@ class PrintedScores:
         if skeleton is None:
             return None
         try:
-            parts = self._filled(documents, skeleton.parts, [d.score for d in documents], self._values, str)
+            parts = self._filled(documents, skeleton.escaped, [d.score for d in documents], self._escaped, _escape)
         except Exception:
             return None
-        return "".join(parts), reads
+        return '"' + "".join(parts) + '"', reads
 
     def _render_skeleton(
         self, variables_json: str | None, documents: Sequence[DocRef], clock: datetime, *, reads_allowed: bool = True

@@ -42,11 +42,16 @@ class SystemRender(NamedTuple):
     """One template rendering: its canonical JSON and hash, or why it failed (a tuple:
     a run makes one per distinct rendering, and a frozen dataclass costs more to make)."""
 
-    text: str | None
     canonical: str | None
     sha256: str | None
     impure: bool = False
     error: str | None = None
+
+    @property
+    def text(self) -> str | None:
+        """The rendered text (read for diffs only: a rendering from pieces makes its
+        canonical JSON directly, and the JSON string reads back as the text exactly)."""
+        return json.loads(self.canonical) if self.canonical is not None else None
 
 
 class DocRef(NamedTuple):
@@ -180,9 +185,8 @@ class Renderer:
         """(the rendering, whether the template read a retrieval score)."""
         counted = self._counted(template, variables_json, documents)
         if counted is not None:
-            text, read_scores = counted
-            canonical = _canonical_text(text)
-            return SystemRender(text, canonical, sha256_hex(canonical)), read_scores
+            canonical, read_scores = counted
+            return SystemRender(canonical, sha256_hex(canonical)), read_scores
         variables = json.loads(variables_json) if variables_json else {}
         seen: set[str] = set()
         docs = [_ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": d.score}, seen) for d in documents]
@@ -197,17 +201,18 @@ class Renderer:
                 else text
             )
         except Exception as e:  # a template that does not render is a finding, not a crash
-            return SystemRender(None, None, None, error=_safe_error(e)), True
+            return SystemRender(None, None, error=_safe_error(e)), True
         read_scores = read_scores or "score" in seen or "*" in seen
         canonical = _canonical_text(text)
-        return SystemRender(text, canonical, sha256_hex(canonical), impure=probe != text), read_scores
+        return SystemRender(canonical, sha256_hex(canonical), impure=probe != text), read_scores
 
     def _counted(
         self, template: TemplateVersion, variables_json: str | None, documents: Sequence[DocRef]
     ) -> tuple[str, bool] | None:
-        """The rendering from cached pieces, where the template's document loops can be
-        cut into a skeleton and per-document slots (``PrintedScores.render_counted``):
-        calls that differ only in their documents render the rest of the template once."""
+        """(the rendering's canonical JSON, whether it read a score) from cached pieces,
+        where the template's document loops can be cut into a skeleton and per-document
+        slots (``PrintedScores.render_counted``): calls that differ only in their
+        documents render the rest of the template once."""
         slotted = self._slotted.get(template.sha256, _UNSET)
         if slotted is _UNSET:
             # imported here: printed_scores builds on this module's DocRef and observed documents
