@@ -9,11 +9,11 @@ Runs the `ingest` job in process, as bench/ingest.py's stage half does, and
 times the two parts of the residual scan where they run:
 
 - the screen inside the redactor (``residual.TextScreen`` over the text
-  columns where each shard is redacted, ``residual.row_residuals`` over the
+  columns where each shard is redacted, ``residual.RowScreen`` over the
   identifier columns in the calling process): its CPU-seconds from the
-  redaction's stats (workers included); the calling process's share of it
-  is what the screen can add to the stage's wall time (the workers' share
-  runs beside the other shard);
+  redaction's stats (workers included), and the wall and CPU time the calling
+  process spends in it (the process the stage waits on; the workers' share
+  runs beside it);
 - the blocking residual-PII asset checks of `calls`, `spans` and
   `quarantine`: their reads of the tables and ``residual.residual_pii_check``
   (the scan and Great Expectations), wall and CPU-seconds (all threads).
@@ -87,12 +87,16 @@ def instrument(spent: dict[str, list[float]], screen_stats: list[dict[str, int]]
 
     timed(Warehouse, "read", "check: reads", _in_residual_check)
     timed(residual, "residual_pii_check", "check: scan and Great Expectations")
-    # the screen's work in this process (the workers' is in the redaction's stats)
-    timed(residual.TextScreen, "row", "screen: here")
-    timed(residual, "row_residuals", "screen: here")
-    import pipelines.redact.redactor as redactor_module
+    # the screen's work in this process (the workers' is in the redaction's stats): the text
+    # screen of its own chunks (with its polars search) and the identifier screen of every row
+    timed(residual.TextScreen, "rows", "screen: here")
+    if hasattr(residual, "RowScreen"):  # this round's, one for every shard of a redaction
+        timed(residual.RowScreen, "residuals", "screen: here")
+    else:  # main's before it
+        import pipelines.redact.redactor as redactor_module
 
-    redactor_module.row_residuals = residual.row_residuals
+        timed(residual, "row_residuals", "screen: here")
+        redactor_module.row_residuals = residual.row_residuals
     original = Redactor.redact_rows
 
     def redact_rows(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -215,12 +219,12 @@ def main() -> None:
 
     row("stage (this process and the redaction workers)", stage_s, stage_cpu)
     row("screen in the redactor (all processes)", None, screen_cpu)
-    row("  of which in this process (what it can add to wall)", here_cpu, here_cpu)
+    row("  of which in this process", here_s, here_cpu)
     for name, seconds, cpu_s in check:
         row(name, seconds, cpu_s)
-    row("residual scan: screen + checks", here_cpu + check_s, screen_cpu + check_cpu)
+    row("residual scan: screen + checks", here_s + check_s, screen_cpu + check_cpu)
     print(
-        f"  wall: the checks' wall time plus the screen's CPU in this process (an upper bound of what it adds);"
+        "  wall: the time this process spent in the screen and in the checks, measured where they run;"
         f" load average {os.getloadavg()[0]:.1f}"
     )
 

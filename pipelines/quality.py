@@ -276,7 +276,7 @@ def gx_batch(name: str, frame: pl.DataFrame) -> Iterator[Any]:
         source.delete_asset(name)
 
 
-def _same_rule(validated: Any, expected: Any) -> bool:
+def same_rule(validated: Any, expected: Any) -> bool:
     """The result's rule is the expectation's (the validator adds the batch id to the kwargs)."""
     kwargs = {k: v for k, v in validated.kwargs.items() if k != "batch_id"}
     return validated.type == expected.type and kwargs == expected.kwargs
@@ -302,7 +302,7 @@ def validate(
         suite = gx.ExpectationSuite(name=name, expectations=_expectations(table, now or datetime.now(UTC)))
         results = batch.validate(suite, result_format="BASIC").results
         for expectation, result in zip(suite.expectations, results, strict=True):
-            if not _same_rule(result.expectation_config, expectation.configuration):
+            if not same_rule(result.expectation_config, expectation.configuration):
                 raise RuntimeError(f"{table}: Great Expectations returned the suite's results out of order")
             kwargs = expectation.configuration.kwargs
             named = [kwargs[k] for k in ("column", "column_A", "column_B", "column_list") if k in kwargs]

@@ -39,7 +39,7 @@ from pipelines.redact.keys import KeyRing
 from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.pool import AnalyzerPool, WorkerConfig
-from pipelines.redact.residual import IDENTIFIER_COLUMNS, TextScreen, merge_residuals, row_residuals
+from pipelines.redact.residual import IDENTIFIER_COLUMNS, RowScreen, TextScreen, merge_residuals
 from pipelines.redact.row_fields import walk_row
 from pipelines.redact.substitution import TraceSubstitutions, check_mode
 from pipelines.redact.walker import JsonWalker
@@ -189,12 +189,9 @@ class Redactor:
         result = RedactionResult(out_calls, out_spans, audit, stats)
         if patterns is not None and text_found is not None:
             started = time.process_time()
+            ids = RowScreen(self.policy, patterns)
             result.residuals = {
-                table: merge_residuals(
-                    text_found[table],
-                    row_residuals(rows, table, self.policy, patterns, part=IDENTIFIER_COLUMNS),
-                    patterns,
-                )
+                table: merge_residuals(text_found[table], ids.residuals(rows, table, part=IDENTIFIER_COLUMNS), patterns)
                 for table, rows in (("calls", out_calls), ("spans", out_spans))
             }
             result.screened = patterns
@@ -320,6 +317,9 @@ class Redactor:
         def here(shard_calls: list[dict], shard_spans: list[dict]) -> tuple:
             return self._redact_columns(shard_calls, shard_spans, now, screen, here=True)
 
+        # one identifier screen for every shard: a model, a service, a session id is judged once
+        id_screen = RowScreen(self.policy, screen or ())
+
         for call_at, span_at, shard in self.pool.redact_shards(calls, spans, now, screen, here):
             c_updates, s_updates, s_audit, s_stats, text_found = shard
             for table, rows, at, updates, out in (
@@ -331,7 +331,7 @@ class Redactor:
                     out[i] = row
                 if screen is not None:
                     started = time.process_time()
-                    ids = row_residuals(finished, table, self.policy, screen, part=IDENTIFIER_COLUMNS)
+                    ids = id_screen.residuals(finished, table, part=IDENTIFIER_COLUMNS)
                     for i, classes in zip(at, merge_residuals(text_found[table], ids, screen), strict=True):
                         found[table][i] = classes
                     stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)

@@ -16,18 +16,20 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
+from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
-from itertools import chain
-from operator import itemgetter
+from itertools import accumulate, chain
+from operator import itemgetter, methodcaller
 from typing import Any
 
 import orjson
 import regex
 
-from pipelines.quality import gx_source
+from pipelines.quality import gx_batch, same_rule
 from pipelines.redact import check_digits, patterns
 from pipelines.redact.email_domains import has_public_suffix, is_reserved
 from pipelines.redact.field_rules import FieldInfo, FieldRules
@@ -416,13 +418,10 @@ class _CleanValues:
         """``identifiers_clean`` of each row's values in ``columns``, judged column by
         column: a column's distinct strings once (a uri, a model, a service repeat
         in every row; a hash is one lower-case run), and only the rows holding a
-        string not judged clean marked."""
+        string not judged clean marked. The columns are taken out of the rows in
+        one pass (one ``itemgetter`` per row, transposed), not one pass per column."""
         clean = [True] * len(rows)
-        for column in columns:
-            try:
-                values = list(map(itemgetter(column), rows))
-            except KeyError:
-                values = [row.get(column) for row in rows]
+        for values in _column_values(rows, columns):
             try:  # the types of the distinct values are the column's (a str equals no other type)
                 distinct = set(values)
                 kinds = set(map(type, distinct))
@@ -439,9 +438,9 @@ class _CleanValues:
                             clean[i] = False
                 continue
             # nested values (lists of hashes, maps): the distinct strings of the whole column
-            shallow = _shallow_strings(values)
-            if shallow is not None:
-                strings = self._escaped_strings(shallow) if not _plain_ids(shallow) else {}
+            groups = _shallow_strings(values)
+            if groups is not None:  # the strings of groups not all plain (a group of hashes is)
+                strings = self._escaped_strings(chain.from_iterable(g for g in groups if not _plain_ids(g)))
             else:
                 strings = {string: string for string in set(_identifier_strings(values))}
             if self._dirty_strings(strings):
@@ -623,24 +622,54 @@ def _plain_ids(strings: list[str]) -> bool:
     return not rest.translate(None, b"_") and _WORD_ID_KEYS.search(data.decode()) is None
 
 
+def _column_values(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[Sequence[Any]]:
+    """Each column's values over ``rows`` (None where a row lacks it), in row order."""
+    if not columns or not rows:
+        return [[None] * len(rows) for _ in columns]
+    if len(columns) == 1:
+        return [[row.get(columns[0]) for row in rows]]
+    take = itemgetter(*columns)
+    try:
+        taken = list(map(take, rows))
+    except KeyError:
+        taken = [tuple(row.get(column) for column in columns) for row in rows]
+    return list(zip(*taken, strict=True))
+
+
 _LIST_KINDS = frozenset({list, tuple, type(None)})
 _DICT_KIND = frozenset({dict})
+_DICT_KINDS = frozenset({dict, type(None)})
 
 
-def _shallow_strings(values: list[Any]) -> list[str] | None:
+# dicts with up to this many distinct keys have the values under each key gathered on their own
+_KEY_GROUPS = 16
+
+
+def _shallow_strings(values: list[Any]) -> list[list[str]] | None:
     """The distinct strings (dict keys too) of values that are scalars, dicts of
     scalars, or lists of scalars or of such dicts, gathered by set updates instead
     of ``orjson.dumps`` and a split (a day's ``block_hashes`` hold two million
-    strings); None when a value is deeper than that or a key is not a string."""
+    strings), in groups: the keys, and for dicts with few keys the values under
+    each key apart (the hashes under "sha256", the names under "block"), so that
+    a group of hashes is judged plain at C speed whatever the other keys hold;
+    None when a value is deeper than that or a key is not a string."""
     found: set[Any] = set()
     keys: set[Any] = set()
+    groups: list[set[Any]] = [found]
     try:
-        if set(map(type, values)) <= _LIST_KINDS:
+        kinds = set(map(type, values))
+        items = None
+        if kinds <= _LIST_KINDS:
             items = list(chain.from_iterable(filter(None, values)))
-            if set(map(type, items)) <= _DICT_KIND:  # lists of dicts: all at C speed
-                keys.update(chain.from_iterable(items))
+        elif kinds <= _DICT_KINDS:  # dicts of scalars (usage, params, segment)
+            items = list(filter(None, values))
+        if items is not None and set(map(type, items)) <= _DICT_KIND:  # dicts, or lists of them: all at C speed
+            keys.update(chain.from_iterable(items))
+            if len(keys) <= _KEY_GROUPS:
+                groups = [set(map(methodcaller("get", key), items)) for key in keys]
+            else:
                 found.update(chain.from_iterable(map(dict.values, items)))
-                values = []
+            values = []
         for value in values:
             kind = type(value)
             if kind is dict:
@@ -659,14 +688,17 @@ def _shallow_strings(values: list[Any]) -> list[str] | None:
         return None
     if any(type(key) is not str for key in keys):
         return None
-    strings = list(keys)
-    for value in found:
-        kind = type(value)
-        if kind is str:
-            strings.append(value)
-        elif kind not in _SCALAR_TYPES:
-            return None
-    return strings
+    out = [list(keys)]
+    for group in groups:
+        strings = []
+        for value in group:
+            kind = type(value)
+            if kind is str:
+                strings.append(value)
+            elif kind not in _SCALAR_TYPES:
+                return None
+        out.append(strings)
+    return out
 
 
 def _no_value(value: Any) -> None:
@@ -713,7 +745,7 @@ def residual_counts(
 
     ``table`` "calls" or "spans" scans that table's text-bearing columns
     (``columns`` narrows them); for any other table give ``columns``.
-    On a polars frame only the rows ``residual_prefilter.candidate_rows``
+    On a polars frame only the cells (row and column) ``residual_prefilter.candidate_cells``
     marks are walked (the others count zero everywhere), and in them a
     value whose lines no pattern can match in is not walked leaf by leaf;
     ``walk_all``: walk every leaf of every row (the same counts, slower).
@@ -742,11 +774,16 @@ def residual_counts(
 
     if walk_all or not hasattr(frame, "to_dicts"):
         return [count(row) for row in _records(frame, scanned)], scanned
-    from pipelines.redact.residual_prefilter import candidate_rows
+    from pipelines.redact.residual_prefilter import candidate_cells
 
-    candidates = candidate_rows(frame, spec if table in FIELDS else None, scanned, RAW_GATE).nonzero()[0]
+    # only the marked columns of the marked rows are converted to Python and walked
+    marked: dict[int, dict[str, Any]] = defaultdict(dict)
+    for column, cells in candidate_cells(frame, spec if table in FIELDS else None, scanned, RAW_GATE).items():
+        rows = cells.nonzero()[0]
+        for at, value in zip(rows.tolist(), frame[column].gather(rows).to_list(), strict=True):
+            marked[at][column] = value
     counts = [dict.fromkeys(wanted, 0) for _ in range(frame.height)]
-    for at, row in zip(candidates.tolist(), _records(frame[candidates], scanned), strict=True):
+    for at, row in marked.items():
         counts[at] = count(row)
     return counts, scanned
 
@@ -792,14 +829,17 @@ class TextScreen:
         ``row`` would pass over it. Only the others are judged in Python."""
         import polars as pl
 
-        rows = [list(values or ()) for values in written]
-        found = pl.Series([value for values in rows for value, _, _ in values], dtype=pl.String)
-        hits = found.str.contains(RAW_GATE).to_list()
-        out, at = [], 0
-        for values in rows:
-            flagged = [item for item, hit in zip(values, hits[at : at + len(values)], strict=True) if hit]
-            at += len(values)
-            out.append(self.row(flagged) if flagged else ())
+        rows = [values or () for values in written]
+        items = list(chain.from_iterable(rows))
+        found = pl.Series(list(map(itemgetter(0), items)), dtype=pl.String)
+        # most values hold nothing the gate finds: only the flagged ones are handled in Python
+        ends = list(accumulate(map(len, rows)))
+        flagged: dict[int, list[tuple[str, str, str]]] = defaultdict(list)
+        for at in found.str.contains(RAW_GATE).arg_true().to_list():
+            flagged[bisect_right(ends, at)].append(items[at])
+        out: list[tuple[str, ...]] = [()] * len(rows)
+        for row, values in flagged.items():
+            out[row] = self.row(values)
         return out
 
 
@@ -836,39 +876,57 @@ def row_residuals(
     ``TEXT_COLUMNS`` or ``IDENTIFIER_COLUMNS`` scans only those columns (the
     redactor's workers scan the text columns of the rows they redacted):
     ``merge_residuals`` of the two parts is the whole row's result."""
-    walker = JsonWalker(FieldRules(policy))
-    allow = frozenset(v.casefold() for v in policy.allow_list)
-    spec = FIELDS.get(table, {}) if part != IDENTIFIER_COLUMNS else {}
-    not_text = FIELDS.get(table, {})
-    public = policy.is_public_document if policy.public_documents else None
-    found = []
-    memo: dict = {}
-    clean = _CleanValues(_Counter(tuple(patterns), allow))
-    skip = None if walk_all else clean.skip
-    ids: list[Any] = []
-    clean_ids: list[bool] = []
-    if part != TEXT_COLUMNS:
-        if walk_all:
-            ids = _identifier_values(rows, not_text)
-            clean_ids = [False] * len(rows)
-        else:
-            columns = sorted(set().union(*rows).difference(not_text), key=str)
-            clean_ids = clean.identifier_rows_clean(rows, columns)
-    for i, row in enumerate(rows):
-        if not spec and part != TEXT_COLUMNS and clean_ids[i]:  # identifier columns only, none can count
-            found.append(())
-            continue
-        counter = _Counter(tuple(patterns), allow, memo)
-        if spec:
-            walk_row(row if isinstance(row, dict) else dict(row), table, walker, counter, public, skip)
+    return RowScreen(policy, patterns).residuals(rows, table, walk_all=walk_all, part=part)
+
+
+class RowScreen:
+    """``row_residuals`` over many batches of rows (the shards of one redaction):
+    what it judged of one batch's values (a model, a service, a session id, a
+    prompt's lines repeat from shard to shard) is kept for the next. Judgements
+    depend on the value alone, so the classes found are ``row_residuals``' of each batch."""
+
+    def __init__(self, policy: Policy, patterns: Sequence[str] = PATTERNS):
+        self.policy = policy
+        self.patterns = tuple(patterns)
+        self.walker = JsonWalker(FieldRules(policy))
+        self.allow = frozenset(v.casefold() for v in policy.allow_list)
+        self.public = policy.is_public_document if policy.public_documents else None
+        self.memo: dict = {}
+        self.clean = _CleanValues(_Counter(self.patterns, self.allow))
+
+    def residuals(
+        self, rows: Sequence[Mapping[str, Any]], table: str, *, walk_all: bool = False, part: str | None = None
+    ) -> list[tuple[str, ...]]:
+        """``row_residuals(rows, table, ...)`` with this screen's patterns and policy."""
+        patterns, allow, walker, memo, clean = self.patterns, self.allow, self.walker, self.memo, self.clean
+        spec = FIELDS.get(table, {}) if part != IDENTIFIER_COLUMNS else {}
+        not_text = FIELDS.get(table, {})
+        found = []
+        skip = None if walk_all else clean.skip
+        ids: list[Any] = []
+        clean_ids: list[bool] = []
         if part != TEXT_COLUMNS:
-            if not clean_ids[i] and (not walk_all or any(value is not None for value in ids[i])):
-                others = _IdentifierCounter(counter)
-                for column, value in row.items():
-                    if column not in not_text and value is not None:
-                        walker.walk(_as_json(value), column, others)
-        found.append(tuple(p for p in patterns if counter.counts[p]))
-    return found
+            if walk_all:
+                ids = _identifier_values(rows, not_text)
+                clean_ids = [False] * len(rows)
+            else:
+                columns = sorted(set().union(*rows).difference(not_text), key=str)
+                clean_ids = clean.identifier_rows_clean(rows, columns)
+        for i, row in enumerate(rows):
+            if not spec and part != TEXT_COLUMNS and clean_ids[i]:  # identifier columns only, none can count
+                found.append(())
+                continue
+            counter = _Counter(patterns, allow, memo)
+            if spec:
+                walk_row(row if isinstance(row, dict) else dict(row), table, walker, counter, self.public, skip)
+            if part != TEXT_COLUMNS:
+                if not clean_ids[i] and (not walk_all or any(value is not None for value in ids[i])):
+                    others = _IdentifierCounter(counter)
+                    for column, value in row.items():
+                        if column not in not_text and value is not None:
+                            walker.walk(_as_json(value), column, others)
+            found.append(tuple(p for p in patterns if counter.counts[p]))
+        return found
 
 
 def merge_residuals(
@@ -888,30 +946,28 @@ def residual_pii_check(
     policy: Policy | None = None,
     patterns: Sequence[str] = PATTERNS,
 ) -> ResidualReport:
-    """Scan a table's text columns for residual PII; passes when nothing is found."""
+    """Scan a table's text columns for residual PII; passes when nothing is found.
+
+    The per-pattern expectations are validated as one suite, in one call: Great
+    Expectations builds a validator (and fingerprints the batch) per call, and five
+    calls cost about three times one."""
     import great_expectations as gx
-    import pandas as pd
+    import polars as pl
 
     counts, scanned = residual_counts(frame, table, columns, policy, patterns)
     report = ResidualReport(rows=len(counts), columns=scanned)
     if not counts:
         report.results = [PatternResult(p, True, 0, 0) for p in patterns]
         return report
-    data = pd.DataFrame(counts, columns=list(patterns))
-    source = gx_source()
+    data = pl.DataFrame({p: [row[p] for row in counts] for p in patterns}, schema=dict.fromkeys(patterns, pl.Int64))
     name = f"residual-{id(data)}"
-    batch = (
-        source.add_dataframe_asset(name=name)
-        .add_batch_definition_whole_dataframe("all")
-        .get_batch(batch_parameters={"dataframe": data})
-    )
-    try:
-        for pattern in patterns:
-            result = batch.validate(
-                gx.expectations.ExpectColumnValuesToBeInSet(column=pattern, value_set=[0]), result_format="BASIC"
-            )
+    expectations = [gx.expectations.ExpectColumnValuesToBeInSet(column=p, value_set=[0]) for p in patterns]
+    with gx_batch(name, data) as batch:
+        suite = gx.ExpectationSuite(name=name, expectations=expectations)
+        results = batch.validate(suite, result_format="BASIC").results
+        for pattern, expectation, result in zip(patterns, suite.expectations, results, strict=True):
+            if not same_rule(result.expectation_config, expectation.configuration):
+                raise RuntimeError("residual PII: Great Expectations returned the suite's results out of order")
             rows = int((result.result or {}).get("unexpected_count") or 0)
             report.results.append(PatternResult(pattern, bool(result.success), rows, int(data[pattern].sum())))
-    finally:
-        source.delete_asset(name)
     return report

@@ -28,13 +28,29 @@ def candidate_rows(frame: pl.DataFrame, spec: Mapping[str, Any] | None, columns:
     TEXT/JSON names mark the strings a walk visits; None: every string of the
     columns (``JsonWalker.walk`` of the whole value)."""
     found = np.zeros(frame.height, dtype=bool)
+    for marked in candidate_cells(frame, spec, columns, gate).values():
+        found |= marked
+    return found
+
+
+def candidate_cells(
+    frame: pl.DataFrame, spec: Mapping[str, Any] | None, columns: list[str], gate: str
+) -> dict[str, np.ndarray]:
+    """``candidate_rows`` column by column: for each of ``columns`` with a candidate,
+    a boolean per row, True where the walk over that column's value may count
+    something. A walk visits each column of a row on its own, so a row's counts
+    are those of walking only its marked columns."""
     if frame.height == 0:
-        return found
+        return {}
     indexed = frame.select(columns).with_row_index(_ROW)
+    cells = {}
     for column in columns:
+        found = np.zeros(frame.height, dtype=bool)
         for rows, hit in _hits(indexed.select(_ROW, column), column, None if spec is None else spec[column], gate):
             found[rows.filter(hit).to_numpy()] = True
-    return found
+        if found.any():
+            cells[column] = found
+    return cells
 
 
 def _hits(frame: pl.DataFrame, column: str, spec: Any, gate: str):

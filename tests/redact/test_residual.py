@@ -163,3 +163,53 @@ def test_the_ascii_digit_gate_finds_what_the_digit_run_pattern_finds():
         assert (residual._ASCII_DIGIT_RUN.search(text) is not None) == expected, text
         found += expected
     assert 1_000 < found < 19_000  # both outcomes were exercised
+
+
+# Identifier columns of every shape the screen gathers differently: scalar strings (one
+# with a quote, which it judges JSON-escaped), dicts of scalars, lists of scalars, lists of dicts
+IDENTIFIER_PLANTS = {
+    "calls": {
+        "session_id": "joana.prado@gmail.com",
+        "source_uri": "s3://traces/5555 5555 5555 4444.json",
+        "model_alias": 'modelo "529.982.247-25"',
+        "segment": {"user_tier": "joana.prado@gmail.com"},
+        "params": {"stop_sequences": None, "note": "11.222.333/0001-81"},
+        "capture_missing": ["seed", "529.982.247-25"],
+        "block_hashes": [{"block": "doc:joana.prado@gmail.com", "sha256": "ab" * 32, "algorithm": "sha256"}],
+        "tags": {"k": "sk-ant-api03-" + "Zq9" * 30},
+    },
+    "spans": {
+        "name": "call joana.prado@gmail.com",
+        "tool_name": "card 5555-5555-5555-4444",
+        "user_id": "529.982.247-25",
+    },
+}
+
+
+@pytest.mark.parametrize("table", ["calls", "spans"])
+def test_one_row_screen_over_many_shards_finds_what_walking_every_leaf_finds(redacted_rows, table):
+    """The redactor keeps one ``RowScreen`` for every shard of a redaction (its
+    judgements carried from shard to shard): over random shards it finds, row by
+    row, what ``row_residuals`` finds walking every leaf of all rows at once."""
+    from pipelines.redact.residual import IDENTIFIER_COLUMNS, RowScreen
+
+    rng = random.Random(8)
+    base = redacted_rows.calls if table == "calls" else redacted_rows.spans
+    planted = []
+    for column, value in IDENTIFIER_PLANTS[table].items():
+        for _ in range(3):  # the same value in several shards: judged once, found in each
+            row = copy.deepcopy(rng.choice(base))
+            row[column] = copy.deepcopy(value)
+            planted.append(row)
+    rows = [*base, *planted]
+    rng.shuffle(rows)
+    policy = load_policy()
+    for part in (IDENTIFIER_COLUMNS, None):
+        screen, found, at = RowScreen(policy), [], 0
+        while at < len(rows):
+            size = rng.randint(1, 40)
+            found += screen.residuals(rows[at : at + size], table, part=part)
+            at += size
+        assert found == row_residuals(rows, table, policy, walk_all=True, part=part), part
+        held = [row for row, classes in zip(rows, found, strict=True) if classes]
+        assert all(any(row is p for row in held) for p in planted), part
