@@ -35,6 +35,7 @@ byte as ``rerender_request`` serialises them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -516,7 +517,12 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
             submitted[0] = upto
             spliced.submit(batch, bounds, splices)
 
-    shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"], splices, judged)
+    try:
+        shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"], splices, judged)
+    except BaseException:
+        if system_of is None:
+            spliced.abandon()  # the error is the check's, not a process aborted by polars
+        raise
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -744,8 +750,11 @@ class _RerenderedHashes:
     so no request becomes a Python object. Each ``submit`` starts one query in the
     background and returns; ``hashes`` waits for them. ``collect(background=True)`` runs
     the query on polars' own thread, which needs no GIL until its result is fetched (a
-    Python thread collecting it waits for the GIL the main thread holds: ~10 ms more on
-    the bench day); polars marks the mode unstable, and the version is pinned."""
+    ``ThreadPoolExecutor`` collecting the same queries contends for the GIL with the
+    main thread: 113-144 ms wall on the bench day against 99-103); polars marks the
+    mode unstable, and the version is pinned. A handle dropped while its query runs
+    aborts the process (polars panics on a thread of its own), so a check that fails
+    in between stops them and waits (``abandon``)."""
 
     def __init__(self, sets: _Sets, members: pl.DataFrame):
         self._requests = sets.base["request_json"]
@@ -824,8 +833,7 @@ class _RerenderedHashes:
         out = pl.Series([None] * self._height, dtype=pl.String)
         if not self._running:
             return out
-        done = pl.concat([query.fetch_blocking() for query in self._running], rechunk=True)
-        self._running = []
+        done = pl.concat(self._results(), rechunk=True)
         hashes = done["_hash"]
         slow = hashes.is_null().arg_true()
         if len(slow):
@@ -835,6 +843,26 @@ class _RerenderedHashes:
             hashes = hashes.scatter(slow, pl.Series(by_parsing, dtype=pl.String))
         spread = done.select("_at", _hash=hashes).explode("_at")
         return out.scatter(spread["_at"], spread["_hash"])
+
+    def _results(self) -> list[pl.DataFrame]:
+        """Every query's result; the first error once all of them have finished."""
+        running, self._running = self._running, []
+        done, error = [], None
+        for query in running:
+            try:
+                done.append(query.fetch_blocking())
+            except Exception as e:  # each handle is waited for, whatever the others raise
+                error = error or e
+        if error is not None:
+            raise error
+        return done
+
+    def abandon(self) -> None:
+        """Stop the queries still running and wait for them to stop."""
+        for query in self._running:
+            query.cancel()
+        with contextlib.suppress(Exception):  # "query interrupted", or the query's own error
+            self._results()
 
 
 _SYSTEM_HOLE = "\x00system\x00"

@@ -104,6 +104,34 @@ def test_grouped_verdicts_are_the_per_call_verdicts_on_demo_days(day):
     assert rerendered.null_count() == 0 and rerendered.n_unique() > 1
 
 
+def test_a_check_that_fails_while_hashes_run_raises_its_error(day, monkeypatch):
+    """The rotted calls' hashes run in the background while later classes are judged; a
+    class that fails then must surface as its error, with the queries stopped and waited
+    for (polars aborts the process when a running query's handle is dropped)."""
+    from pipelines.rot import grouped
+    from pipelines.rot.class_verdict import ClassJudge
+
+    (frame, checker), _ = day
+    submitted, hashers = [], []
+    submit, judge = grouped._RerenderedHashes.submit, ClassJudge.judge
+
+    def submit_and_note(self, pieces_of, *args, **kwargs):
+        submit(self, pieces_of, *args, **kwargs)
+        submitted.append(len(pieces_of))
+        hashers.append(self)
+
+    def judge_until_hashing(self, *args, **kwargs):
+        if any(submitted):
+            raise RuntimeError("a class that fails")
+        return judge(self, *args, **kwargs)
+
+    monkeypatch.setattr(grouped._RerenderedHashes, "submit", submit_and_note)
+    monkeypatch.setattr(ClassJudge, "judge", judge_until_hashing)
+    with pytest.raises(RuntimeError, match="a class that fails"):
+        check_frame(Checker(checker.ingredients, checker.clock), frame)
+    assert any(submitted) and all(not h._running for h in hashers)
+
+
 def test_a_null_request_sha256_where_it_equals_the_recorded_hash_reads_as_equal(day):
     (frame, checker), _ = day
     stored_only_where_different = frame.with_columns(
