@@ -12,7 +12,10 @@ ingests it into a local Delta warehouse, then in one run measures:
   before issue 13 (rows already in memory);
 - grouped: ``grouped.check_frame`` on the day's frame (one verdict per class of an
   ingredient set, keyed by the stored ``calls.rot_set_key``; the rest in polars),
-  which the asset runs now;
+  which the asset runs now. It uses a second core: the rotted calls' requests are
+  hashed by polars queries in the background while the main thread judges the next
+  classes, so its wall time is printed next to its CPU time on all threads, and the
+  ceiling stays one thread's hashing;
 - grouped, set keys computed: the same on the day as stored before the key column
   existed (null keys: the check computes them with the same function);
 - asset path: read the day's calls from Delta, check (grouped), write `rot_checks`.
@@ -99,6 +102,13 @@ def best_of(runs: int, fn):
     return min(times), result
 
 
+def timed(fn):
+    """(wall seconds, CPU seconds of the process: every thread's), the result."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=40_000, help="calls in the demo day (default 40,000)")
@@ -131,12 +141,12 @@ def main() -> None:
     # the same day as stored before calls had rot_set_key: the check computes the keys
     unkeyed = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
     # the ceiling and the grouped check in turns, so that both see the same load
-    ceiling_s = grouped_s = unkeyed_s = float("inf")
+    ceiling_s = grouped_s = grouped_cpu_s = unkeyed_s = float("inf")
     for _ in range(args.runs):
         t, _ = best_of(1, lambda: [hashlib.sha256(b).hexdigest() for b in request_bytes])
         ceiling_s = min(ceiling_s, t)
-        t, verdicts = best_of(1, lambda: check_frame(Checker(ingredients, clock), frame))
-        grouped_s = min(grouped_s, t)
+        t, cpu, verdicts = timed(lambda: check_frame(Checker(ingredients, clock), frame))
+        grouped_s, grouped_cpu_s = min(grouped_s, t), min(grouped_cpu_s, cpu)
         t, _ = best_of(1, lambda: check_frame(Checker(ingredients, clock), unkeyed))
         unkeyed_s = min(unkeyed_s, t)
     differ = sum(
@@ -167,6 +177,11 @@ def main() -> None:
     print(f"  {'grouped, set keys computed (calls stored before)':48} {n / unkeyed_s:>12,.0f} calls/s")
     print(f"  {'asset path (Delta read + grouped + merge)':48} {n / asset_s:>12,.0f} calls/s")
     print(f"  grouped / per call: {per_call_s / grouped_s:.1f}x; grouped / ceiling: {(n / grouped_s) / ceiling:.0%}")
+    print(
+        f"  grouped check {grouped_s * 1e3:.0f} ms wall, {grouped_cpu_s * 1e3:.0f} ms CPU on all threads (it hashes"
+        f" rotted calls on a second one); ceiling {ceiling_s * 1e3:.0f} ms on one thread"
+        f" (CPU share {ceiling_s / grouped_cpu_s:.0%})"
+    )
 
 
 if __name__ == "__main__":

@@ -35,9 +35,10 @@ byte as ``rerender_request`` serialises them.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -502,8 +503,26 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
-    splices: dict[int, _Splice] | None = {} if system_of is None else None
-    shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"], splices)
+    splices: dict[int, _Splice] | None = None
+    judged = None
+    if system_of is None:
+        splices = {}
+        spliced = _RerenderedHashes(sets, members)
+        submitted = [0]
+
+        def judged(upto: int, pieces_of: Mapping[int, tuple], bounds: Mapping[int, tuple[str, str]]) -> None:
+            # the classes judged since the last call: their calls are hashed in the
+            # background while the main thread judges the next ones
+            batch = {c: pieces_of[c] for c in range(submitted[0], upto) if c in pieces_of}
+            submitted[0] = upto
+            spliced.submit(batch, bounds, splices)
+
+    try:
+        shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"], splices, judged)
+    except BaseException:
+        if system_of is None:
+            spliced.abandon()  # the error is the check's, not a process aborted by polars
+        raise
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -515,12 +534,14 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     wanted = ~verified & verdicts["_complete"].gather(at_class)
     # the re-rendered hash: the recorded one where the request reproduced, none where
     # today's request could not be made, else today's blocks around the call's own part
-    rerendered = pl.Series("_rerendered", [None] * members.height, pl.String)
-    if wanted.any():
-        needs = members.filter(wanted)
-        if system_of is None:
-            hashes = _rerendered_spliced(sets, needs, pieces_of, bounds, splices)
-        else:
+    if system_of is None:
+        # the classes with pieces are the ones that did not reproduce and whose request
+        # could be made, so the calls hashed are the ones ``wanted`` marks
+        rerendered = spliced.hashes(pieces_of)
+    else:
+        rerendered = pl.Series([None] * members.height, dtype=pl.String)
+        if wanted.any():
+            needs = members.filter(wanted)
             rows = needs["_row"].to_list()
             texts = sets.base["request_json"].gather(rows).to_list()
             extra = needs.select("_class", *system_of.columns).iter_rows(named=True)
@@ -531,7 +552,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
                 ],
                 dtype=pl.String,
             )
-        rerendered.scatter(wanted.arg_true(), hashes)
+            rerendered.scatter(wanted.arg_true(), hashes)
     rows = members.select(
         "_row",
         _v="_class",
@@ -581,7 +602,10 @@ _REP_COLUMNS = (
 
 
 def _class_verdicts(
-    sets: _Sets, reps: pl.Series, splices: dict[int, _Splice] | None = None
+    sets: _Sets,
+    reps: pl.Series,
+    splices: dict[int, _Splice] | None = None,
+    judged: Callable[[int, Mapping[int, tuple], Mapping[int, tuple[str, str]]], None] | None = None,
 ) -> tuple[dict[str, list], list[bool], dict[int, tuple[dict[str, str] | None, dict[str, str]]], dict]:
     """The verdict of each class (one call each at ``reps``), as ``Checker.check`` reaches
     it on any of its calls: (the ``SHARED`` columns, whether today's request could be made,
@@ -595,9 +619,13 @@ def _class_verdicts(
     row is built, and the request does not reproduce exactly when its pieces other than
     the call's own part (its messages and metadata, which come from the record on both
     sides) differ from today's, or it records a falsy metadata value that today's
-    request leaves out; its hash is not computed."""
+    request leaves out; its hash is not computed.
+
+    ``judged(n, pieces_of, bounds)`` is called after each ``_HASH_BATCHES``-th of the
+    classes and after the last, with the number of classes judged so far."""
     checker = sets.checker
     base = sets.base
+    every = -(-len(reps) // _HASH_BATCHES)
     columns = base.select(_REP_COLUMNS)[reps]
     values = [columns[name].to_list() for name in _REP_COLUMNS]
     # the blocks a verdict compares (the messages' are the record's on both sides), and the
@@ -627,6 +655,8 @@ def _class_verdicts(
     bounds: dict[int, tuple[str, str]] = {}
     rows = enumerate(zip(*values, hashes, documents, any_blocks, strict=True))
     for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs, some) in rows:
+        if judged is not None and class_id and class_id % every == 0:
+            judged(class_id, pieces_of, bounds)
         request = _parsed(text)
         if some and not blocks:  # only the messages' blocks: the check reads them as they are
             blocks = base["block_hashes"][reps[class_id]].to_list()
@@ -694,6 +724,8 @@ def _class_verdicts(
         complete.append(made)
         if made and result.status != VERIFIED:
             pieces_of[class_id] = (recorded if recorded is not None else _recorded_pieces(request), today.pieces)
+    if judged is not None:
+        judged(len(reps), pieces_of, bounds)
     return shared, complete, pieces_of, bounds
 
 
@@ -701,75 +733,136 @@ def _class_verdicts(
 _AROUND = ("_recorded_prefix", "_recorded_suffix", "_today_prefix", "_today_suffix")
 
 
-def _rerendered_spliced(
-    sets: _Sets,
-    needs: pl.DataFrame,
-    pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
-    bounds: Mapping[int, tuple[str, str]],
-    splices: Mapping[int, _Splice] | None = None,
-) -> pl.Series:
+# The rotted calls' hashes are made in batches of classes, each in the background (one
+# polars query, which runs without the GIL) while the main thread judges the next classes
+_HASH_BATCHES = 4
+
+
+class _RerenderedHashes:
     """For sets whose blocks are the same bytes on every call: sha256 of today's prefix,
-    the call's own bytes and today's suffix; in the order of ``needs``.
+    the call's own bytes and today's suffix, per call of ``members`` (``_row``,
+    ``_class``, ``_metadata_dropped``, ``rendered_request_sha256``) whose class is
+    submitted; null for the others.
 
     Calls of one class whose stored bytes are the same (a day repeats many requests
     byte for byte) re-render to the same bytes: each distinct request is hashed once,
     spliced and hashed in polars (polars-hash's sha256, the same hex digest as hashlib),
-    so no request becomes a Python object."""
-    # per class (by id): the set's recorded bytes around the call's own part, and today's
-    arounds: dict[str, list[str | None]] = {name: [None] * (max(pieces_of) + 1) for name in _AROUND}
-    splices = splices or {}
-    for class_id, (recorded, today) in pieces_of.items():
-        splice = splices.get(class_id)
-        if splice is None and recorded is not None:
-            splice = _splice(recorded, today, bounds.get(class_id))
-        if splice is not None:
-            values = (splice.prefix, splice.suffix, splice.today_prefix, splice.today_suffix)
+    so no request becomes a Python object. Each ``submit`` starts one query in the
+    background and returns; ``hashes`` waits for them. ``collect(background=True)`` runs
+    the query on polars' own thread, which needs no GIL until its result is fetched (a
+    ``ThreadPoolExecutor`` collecting the same queries contends for the GIL with the
+    main thread: 113-144 ms wall on the bench day against 99-103); polars marks the
+    mode unstable, and the version is pinned. A handle dropped while its query runs
+    aborts the process (polars panics on a thread of its own), so a check that fails
+    in between stops them and waits (``abandon``)."""
+
+    def __init__(self, sets: _Sets, members: pl.DataFrame):
+        self._requests = sets.base["request_json"]
+        self._height = members.height
+        self._members = (
+            members.select("_row", "_class", "_metadata_dropped", "rendered_request_sha256")
+            .with_row_index("_at")
+            .lazy()
+        )
+        self._running: list = []
+
+    def submit(
+        self,
+        pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
+        bounds: Mapping[int, tuple[str, str]],
+        splices: Mapping[int, _Splice] | None = None,
+    ) -> None:
+        """Start hashing the calls of these classes (class id -> the recorded and today's
+        pieces; ``bounds``: today's ``around`` where known; ``splices``: a class's splice
+        where the class verdict derived it)."""
+        if not pieces_of:
+            return
+        splices = splices or {}
+        # per class: the set's recorded bytes around the call's own part, and today's
+        ids = sorted(pieces_of)
+        arounds: dict[str, list[str | None]] = {name: [] for name in _AROUND}
+        for class_id in ids:
+            recorded, today = pieces_of[class_id]
+            splice = splices.get(class_id)
+            if splice is None and recorded is not None:
+                splice = _splice(recorded, today, bounds.get(class_id))
+            values = (
+                (None,) * 4
+                if splice is None
+                else (splice.prefix, splice.suffix, splice.today_prefix, splice.today_suffix)
+            )
             for name, value in zip(_AROUND, values, strict=True):
-                arounds[name][class_id] = value
-    # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
-    # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
-    distinct = (
-        needs.select("_row", "_class", "_metadata_dropped", "rendered_request_sha256")
-        .with_row_index("_at")
-        .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
-        .agg("_at", pl.col("_row").first())
-        .sort("_row")  # the requests read in the day's order: a gather that walks memory forward
-    )
-    at_class = distinct["_class"]
-    frame = pl.DataFrame(
-        [
-            sets.base["request_json"].gather(distinct["_row"]).alias("_request"),
-            distinct["_metadata_dropped"],
-            *(pl.Series(name, values, pl.String).gather(at_class) for name, values in arounds.items()),
-        ]
-    )
-    # the call's own part lies between the set's recorded prefix and suffix where stripping
-    # both takes off both (each is at least a byte long); a falsy metadata value (which
-    # today's request leaves out) and a class without a splice go the slow way
-    request, prefix, suffix = pl.col("_request"), pl.col("_recorded_prefix"), pl.col("_recorded_suffix")
-    hashes = (
-        frame.with_columns(_own=request.str.strip_prefix(prefix).str.strip_suffix(suffix))
-        .select(
+                arounds[name].append(value)
+        # a class's position among the submitted ones
+        local = pl.col("_class").replace_strict(ids, range(len(ids)), return_dtype=pl.UInt32)
+        # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
+        # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
+        distinct = (
+            self._members.filter(pl.col("_class").is_in(ids))
+            .group_by("_class", "rendered_request_sha256", "_metadata_dropped")
+            .agg("_at", pl.col("_row").first())
+            .sort("_row")  # the requests read in the day's order: a gather that walks memory forward
+            .with_columns(
+                pl.lit(self._requests).gather("_row").alias("_request"),
+                *(
+                    pl.lit(pl.Series(name, values, pl.String)).gather(local).alias(name)
+                    for name, values in arounds.items()
+                ),
+            )
+        )
+        # the call's own part lies between the set's recorded prefix and suffix where stripping
+        # both takes off both (each is at least a byte long); a falsy metadata value (which
+        # today's request leaves out) and a class without a splice go the slow way
+        request, prefix, suffix = pl.col("_request"), pl.col("_recorded_prefix"), pl.col("_recorded_suffix")
+        own = request.str.strip_prefix(prefix).str.strip_suffix(suffix)
+        query = distinct.select(
+            "_at",
+            "_row",
+            "_class",
             pl.when(
                 ~pl.col("_metadata_dropped")
-                & (
-                    pl.col("_own").str.len_bytes()
-                    == request.str.len_bytes() - prefix.str.len_bytes() - suffix.str.len_bytes()
-                )
+                & (own.str.len_bytes() == request.str.len_bytes() - prefix.str.len_bytes() - suffix.str.len_bytes())
             )
-            .then(pl.concat_str("_today_prefix", "_own", "_today_suffix").chash.sha2_256())
-            .alias("_hash")
+            .then(pl.concat_str(pl.col("_today_prefix"), own, pl.col("_today_suffix")).chash.sha2_256())
+            .alias("_hash"),
         )
-        .to_series()
-    )
-    slow = hashes.is_null().arg_true()
-    if len(slow):
-        texts = frame["_request"].gather(slow).to_list()
-        classes = at_class.gather(slow).to_list()
-        by_parsing = [_rerendered_by_parsing(t, pieces_of[c][1]) for t, c in zip(texts, classes, strict=True)]
-        hashes = hashes.scatter(slow, pl.Series(by_parsing, dtype=pl.String))
-    spread = distinct.select("_at", _hash=hashes).explode("_at")
-    return pl.Series([None] * needs.height, dtype=pl.String).scatter(spread["_at"], spread["_hash"])
+        self._running.append(query.collect(background=True))
+
+    def hashes(self, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]) -> pl.Series:
+        """The hashes, in the order of ``members`` (null where no class was submitted)."""
+        out = pl.Series([None] * self._height, dtype=pl.String)
+        if not self._running:
+            return out
+        done = pl.concat(self._results(), rechunk=True)
+        hashes = done["_hash"]
+        slow = hashes.is_null().arg_true()
+        if len(slow):
+            texts = self._requests.gather(done["_row"].gather(slow)).to_list()
+            classes = done["_class"].gather(slow).to_list()
+            by_parsing = [_rerendered_by_parsing(t, pieces_of[c][1]) for t, c in zip(texts, classes, strict=True)]
+            hashes = hashes.scatter(slow, pl.Series(by_parsing, dtype=pl.String))
+        spread = done.select("_at", _hash=hashes).explode("_at")
+        return out.scatter(spread["_at"], spread["_hash"])
+
+    def _results(self) -> list[pl.DataFrame]:
+        """Every query's result; the first error once all of them have finished."""
+        running, self._running = self._running, []
+        done, error = [], None
+        for query in running:
+            try:
+                done.append(query.fetch_blocking())
+            except Exception as e:  # each handle is waited for, whatever the others raise
+                error = error or e
+        if error is not None:
+            raise error
+        return done
+
+    def abandon(self) -> None:
+        """Stop the queries still running and wait for them to stop."""
+        for query in self._running:
+            query.cancel()
+        with contextlib.suppress(Exception):  # "query interrupted", or the query's own error
+            self._results()
 
 
 _SYSTEM_HOLE = "\x00system\x00"

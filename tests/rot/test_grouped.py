@@ -104,6 +104,34 @@ def test_grouped_verdicts_are_the_per_call_verdicts_on_demo_days(day):
     assert rerendered.null_count() == 0 and rerendered.n_unique() > 1
 
 
+def test_a_check_that_fails_while_hashes_run_raises_its_error(day, monkeypatch):
+    """The rotted calls' hashes run in the background while later classes are judged; a
+    class that fails then must surface as its error, with the queries stopped and waited
+    for (polars aborts the process when a running query's handle is dropped)."""
+    from pipelines.rot import grouped
+    from pipelines.rot.class_verdict import ClassJudge
+
+    (frame, checker), _ = day
+    submitted, hashers = [], []
+    submit, judge = grouped._RerenderedHashes.submit, ClassJudge.judge
+
+    def submit_and_note(self, pieces_of, *args, **kwargs):
+        submit(self, pieces_of, *args, **kwargs)
+        submitted.append(len(pieces_of))
+        hashers.append(self)
+
+    def judge_until_hashing(self, *args, **kwargs):
+        if any(submitted):
+            raise RuntimeError("a class that fails")
+        return judge(self, *args, **kwargs)
+
+    monkeypatch.setattr(grouped._RerenderedHashes, "submit", submit_and_note)
+    monkeypatch.setattr(ClassJudge, "judge", judge_until_hashing)
+    with pytest.raises(RuntimeError, match="a class that fails"):
+        check_frame(Checker(checker.ingredients, checker.clock), frame)
+    assert any(submitted) and all(not h._running for h in hashers)
+
+
 def test_a_null_request_sha256_where_it_equals_the_recorded_hash_reads_as_equal(day):
     (frame, checker), _ = day
     stored_only_where_different = frame.with_columns(
@@ -308,12 +336,13 @@ def test_verdicts_that_miss_a_call_fail_instead_of_shifting_the_day(day):
 
 
 def test_the_splice_in_polars_hashes_what_parsing_each_request_hashes():
-    """``_rerendered_spliced`` (recorded bytes stripped, today's concatenated, sha256 in
+    """``_RerenderedHashes`` (recorded bytes stripped, today's concatenated, sha256 in
     polars) against ``_rerendered_by_parsing`` on the same requests: multi-byte text, a
-    metadata value, a falsy one (left out today), and bytes the set's prefix does not bound."""
+    metadata value, a falsy one (left out today), and bytes the set's prefix does not bound;
+    a class submitted in a later batch, and calls of a class never submitted (null)."""
     from types import SimpleNamespace
 
-    from pipelines.rot.grouped import _rerendered_by_parsing, _rerendered_spliced
+    from pipelines.rot.grouped import _rerendered_by_parsing, _RerenderedHashes
     from pipelines.rot.rerender import canonical_object
 
     recorded = {"max_tokens": "100", "model": '"m-old"', "system": '"Bonjour é ✓"'}
@@ -328,16 +357,23 @@ def test_the_splice_in_polars_hashes_what_parsing_each_request_hashes():
         request({"messages": '[{"content":"hi","role":"user"}]', "metadata": "{}"}),
         request({"messages": "[]"}, max_tokens="200"),  # not the set's recorded prefix
     ]
-    needs = pl.DataFrame(
+    later = {**today, "model": '"m-later"'}
+    rows = [0, 1, 2, 3, 0, 0, 1, 3]
+    members = pl.DataFrame(
         {
-            "_row": [0, 1, 2, 3, 0],
-            "_class": [0] * 5,
-            "_metadata_dropped": [False, False, True, False, False],
-            "rendered_request_sha256": [hashlib.sha256(t.encode()).hexdigest() for t in [*texts, texts[0]]],
+            "_row": rows,
+            "_class": [0] * 5 + [1, 1, 2],
+            "_metadata_dropped": [i == 2 for i in rows],  # texts[2] records a falsy metadata value
+            "rendered_request_sha256": [hashlib.sha256(texts[i].encode()).hexdigest() for i in rows],
         },
         schema_overrides={"_row": pl.UInt32, "_class": pl.UInt32},
     )
     sets = SimpleNamespace(base=pl.DataFrame({"request_json": texts}))
-    got = _rerendered_spliced(sets, needs, {0: (recorded, today)}, {}).to_list()
-    assert got == [_rerendered_by_parsing(texts[i], today) for i in needs["_row"]]
-    assert got[0] != got[1] and got[0] == got[4]
+    hashes = _RerenderedHashes(sets, members)
+    hashes.submit({0: (recorded, today)}, {})
+    hashes.submit({1: (recorded, later)}, {})
+    pieces = {0: (recorded, today), 1: (recorded, later)}
+    got = hashes.hashes(pieces).to_list()
+    want = [_rerendered_by_parsing(texts[i], pieces[c][1]) for i, c in zip(rows[:7], members["_class"], strict=False)]
+    assert got == [*want, None]
+    assert got[0] != got[1] and got[0] == got[4] and got[0] != got[5]
