@@ -717,7 +717,7 @@ def _key_groups(items: list[dict[Any, Any]], keys: set[Any]) -> list[Collection[
     """For dicts with at most ``_KEY_GROUPS`` keys, the values under each key
     (``keys`` gets the keys); None for more keys. When every dict has the first
     one's keys (the same size, and each holds them all: a day's block hashes, usage,
-    params), one ``itemgetter`` pass per key takes them, else one ``dict.get`` pass."""
+    params), one ``itemgetter`` pass takes them all, else one ``dict.get`` pass per key."""
     if not items:
         return []
     first = items[0]
@@ -1013,11 +1013,11 @@ def residual_pii_check(
         return report
     # the counts per row as columns: zeros but where a row was walked (the scan's counts)
     at = np.fromiter(walked, dtype=np.int64, count=len(walked))
-    data = {}
+    per_pattern = {}
     for p in patterns:
-        data[p] = np.zeros(height, dtype=np.int64)
-        data[p][at] = np.fromiter((row[p] for row in walked.values()), dtype=np.int64, count=len(walked))
-    data = pl.DataFrame(data, schema=dict.fromkeys(patterns, pl.Int64))
+        per_pattern[p] = np.zeros(height, dtype=np.int64)
+        per_pattern[p][at] = np.fromiter((row[p] for row in walked.values()), dtype=np.int64, count=len(walked))
+    data = pl.DataFrame(per_pattern, schema=dict.fromkeys(patterns, pl.Int64))
     name = f"residual-{id(data)}"
     expectations = [gx.expectations.ExpectColumnValuesToBeInSet(column=p, value_set=[0]) for p in patterns]
     with gx_batch(name, data) as batch:

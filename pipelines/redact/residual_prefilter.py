@@ -51,12 +51,12 @@ def candidate_cells(
     if frame.height == 0:
         return {}
     if parts is None:
-        size = frame.select(columns).estimated_size()
-        parts = max(1, min(pl.thread_pool_size(), int(size // MIN_PART_BYTES), frame.height))
+        text_bytes = frame.select(columns).estimated_size()
+        parts = max(1, min(pl.thread_pool_size(), int(text_bytes // MIN_PART_BYTES), frame.height))
     if parts == 1:
         return _cells(frame, spec, columns, gate)
-    size = -(-frame.height // parts)
-    slices = [frame.slice(start, size) for start in range(0, frame.height, size)]
+    rows_a_slice = -(-frame.height // parts)
+    slices = [frame.slice(start, rows_a_slice) for start in range(0, frame.height, rows_a_slice)]
     with ThreadPoolExecutor(len(slices)) as pool:
         found = list(pool.map(lambda part: _cells(part, spec, columns, gate), slices))
     cells = {}
