@@ -18,7 +18,7 @@ import json
 import re
 from bisect import bisect_right
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from functools import lru_cache
@@ -422,16 +422,11 @@ class _CleanValues:
         one pass (one ``itemgetter`` per row, transposed), not one pass per column."""
         clean = [True] * len(rows)
         for values in _column_values(rows, columns):
-            try:  # the types of the distinct values are the column's (a str equals no other type)
-                distinct = set(values)
-                kinds = set(map(type, distinct))
-            except TypeError:  # a list or dict: nested
-                distinct, kinds = set(), {list}
-            if kinds <= _SCALAR_TYPES:
-                distinct.discard(None)
-                if str not in kinds or _plain_ids([v for v in distinct if type(v) is str]):
+            strings = _unplain_strings(values)
+            if strings is not None:  # scalars
+                if not strings:
                     continue
-                dirty = self._dirty_strings(self._escaped_strings(distinct))
+                dirty = self._dirty_strings(self._escaped_strings(strings))
                 if dirty:
                     for i, value in enumerate(values):
                         if value in dirty:
@@ -440,10 +435,10 @@ class _CleanValues:
             # nested values (lists of hashes, maps): the distinct strings of the whole column
             groups = _shallow_strings(values)
             if groups is not None:  # the strings of groups not all plain (a group of hashes is)
-                strings = self._escaped_strings(chain.from_iterable(g for g in groups if not _plain_ids(g)))
+                judged = self._escaped_strings(chain.from_iterable(groups))
             else:
-                strings = {string: string for string in set(_identifier_strings(values))}
-            if self._dirty_strings(strings):
+                judged = {string: string for string in set(_identifier_strings(values))}
+            if self._dirty_strings(judged):
                 for i, value in enumerate(values):
                     if clean[i] and not self.identifiers_clean([value]):
                         clean[i] = False
@@ -612,7 +607,7 @@ _WORD_ID_BYTES = _PLAIN_ID_BYTES + b"_"
 _WORD_ID_KEYS = regex.compile(r"gh[pousr]_|github_pat_|_live_|_test_")
 
 
-def _plain_ids(strings: list[str]) -> bool:
+def _plain_ids(strings: Iterable[str]) -> bool:
     """True when no identifier string here can count, judged at C speed: all of
     them lower-case letters and digits, or also "_" but no GitHub or Stripe key prefix."""
     data = "\x00".join(strings).encode("utf-8", "surrogatepass")
@@ -639,6 +634,8 @@ def _column_values(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) ->
 _LIST_KINDS = frozenset({list, tuple, type(None)})
 _DICT_KIND = frozenset({dict})
 _DICT_KINDS = frozenset({dict, type(None)})
+_STR_KIND = frozenset({str})
+_STR_KINDS = frozenset({str, type(None)})
 
 
 # dicts with up to this many distinct keys have the values under each key gathered on their own
@@ -651,11 +648,12 @@ def _shallow_strings(values: list[Any]) -> list[list[str]] | None:
     of ``orjson.dumps`` and a split (a day's ``block_hashes`` hold two million
     strings), in groups: the keys, and for dicts with few keys the values under
     each key apart (the hashes under "sha256", the names under "block"), so that
-    a group of hashes is judged plain at C speed whatever the other keys hold;
+    a group of hashes is judged plain at C speed whatever the other keys hold
+    (``_unplain_strings`` of each group: none of a plain one);
     None when a value is deeper than that or a key is not a string."""
     found: set[Any] = set()
     keys: set[Any] = set()
-    groups: list[set[Any]] = [found]
+    groups: list[Collection[Any]] = [found]
     try:
         kinds = set(map(type, values))
         items = None
@@ -664,11 +662,10 @@ def _shallow_strings(values: list[Any]) -> list[list[str]] | None:
         elif kinds <= _DICT_KINDS:  # dicts of scalars (usage, params, segment)
             items = list(filter(None, values))
         if items is not None and set(map(type, items)) <= _DICT_KIND:  # dicts, or lists of them: all at C speed
-            keys.update(chain.from_iterable(items))
-            if len(keys) <= _KEY_GROUPS:
-                groups = [set(map(methodcaller("get", key), items)) for key in keys]
-            else:
+            groups = _key_groups(items, keys)
+            if groups is None:
                 found.update(chain.from_iterable(map(dict.values, items)))
+                groups = [found]
             values = []
         for value in values:
             kind = type(value)
@@ -686,19 +683,59 @@ def _shallow_strings(values: list[Any]) -> list[list[str]] | None:
                 found.add(value)
     except TypeError:  # a list or dict inside: deeper than this reads
         return None
-    if any(type(key) is not str for key in keys):
+    if not set(map(type, keys)) <= _STR_KIND:
         return None
-    out = [list(keys)]
+    out = [[] if _plain_ids(keys) else list(keys)]
     for group in groups:
-        strings = []
-        for value in group:
-            kind = type(value)
-            if kind is str:
-                strings.append(value)
-            elif kind not in _SCALAR_TYPES:
-                return None
+        strings = _unplain_strings(group)
+        if strings is None:
+            return None
         out.append(strings)
     return out
+
+
+def _unplain_strings(values: Collection[Any]) -> list[str] | None:
+    """The distinct strings among scalar values; none when all of them are plain
+    (``_plain_ids``: hashes, ids), which is judged at C speed before any is hashed
+    into a set; None when a value is no scalar (a list, a dict). Timestamps,
+    numbers and flags hold no string."""
+    kinds = set(map(type, values))
+    if not kinds <= _SCALAR_TYPES:
+        return None
+    if str not in kinds:
+        return []
+    if kinds <= _STR_KIND:
+        strings = values
+    elif kinds <= _STR_KINDS:
+        strings = list(filter(None, values))  # drops "" too: it holds nothing to count
+    else:
+        strings = [value for value in values if type(value) is str]
+    return [] if _plain_ids(strings) else list(set(strings))
+
+
+def _key_groups(items: list[dict[Any, Any]], keys: set[Any]) -> list[Collection[Any]] | None:
+    """For dicts with at most ``_KEY_GROUPS`` keys, the values under each key
+    (``keys`` gets the keys); None for more keys. When every dict has the first
+    one's keys (the same size, and each holds them all: a day's block hashes, usage,
+    params), one ``itemgetter`` pass takes them all, else one ``dict.get`` pass per key."""
+    if not items:
+        return []
+    first = items[0]
+    if not first and not any(items):  # empty dicts only
+        return []
+    if first and len(first) <= _KEY_GROUPS and set(map(len, items)) == {len(first)}:
+        try:
+            take = itemgetter(*first)
+            groups = list(zip(*map(take, items), strict=True)) if len(first) > 1 else [list(map(take, items))]
+        except KeyError:  # a dict without one of them: other keys
+            pass
+        else:
+            keys.update(first)
+            return groups
+    keys.update(chain.from_iterable(items))
+    if len(keys) > _KEY_GROUPS:
+        return None
+    return [set(map(methodcaller("get", key), items)) for key in keys]
 
 
 def _no_value(value: Any) -> None:
@@ -750,6 +787,20 @@ def residual_counts(
     value whose lines no pattern can match in is not walked leaf by leaf;
     ``walk_all``: walk every leaf of every row (the same counts, slower).
     """
+    height, walked, scanned = _walked_counts(frame, table, columns, policy, patterns, walk_all)
+    return [walked.get(at) or dict.fromkeys(patterns, 0) for at in range(height)], scanned
+
+
+def _walked_counts(
+    frame: Any,
+    table: str | None,
+    columns: Sequence[str] | None,
+    policy: Policy | None,
+    patterns: Sequence[str],
+    walk_all: bool,
+) -> tuple[int, dict[int, dict[str, int]], list[str]]:
+    """``residual_counts`` as the frame's row count, the counts of the rows walked
+    (by position; every other row counts zero) and the columns scanned."""
     policy = policy or load_policy()
     walker = JsonWalker(FieldRules(policy))
     allow = frozenset(v.casefold() for v in policy.allow_list)
@@ -773,7 +824,8 @@ def residual_counts(
         return counter.counts
 
     if walk_all or not hasattr(frame, "to_dicts"):
-        return [count(row) for row in _records(frame, scanned)], scanned
+        rows = _records(frame, scanned)
+        return len(rows), {at: count(row) for at, row in enumerate(rows)}, scanned
     from pipelines.redact.residual_prefilter import candidate_cells
 
     # only the marked columns of the marked rows are converted to Python and walked
@@ -782,10 +834,7 @@ def residual_counts(
         rows = cells.nonzero()[0]
         for at, value in zip(rows.tolist(), frame[column].gather(rows).to_list(), strict=True):
             marked[at][column] = value
-    counts = [dict.fromkeys(wanted, 0) for _ in range(frame.height)]
-    for at, row in marked.items():
-        counts[at] = count(row)
-    return counts, scanned
+    return frame.height, {at: count(row) for at, row in marked.items()}, scanned
 
 
 TEXT_COLUMNS = "text"
@@ -912,6 +961,8 @@ class RowScreen:
             else:
                 columns = sorted(set().union(*rows).difference(not_text), key=str)
                 clean_ids = clean.identifier_rows_clean(rows, columns)
+                if not spec and all(clean_ids):  # identifier columns only, none can count
+                    return [()] * len(rows)
         for i, row in enumerate(rows):
             if not spec and part != TEXT_COLUMNS and clean_ids[i]:  # identifier columns only, none can count
                 found.append(())
@@ -952,14 +1003,21 @@ def residual_pii_check(
     Expectations builds a validator (and fingerprints the batch) per call, and five
     calls cost about three times one."""
     import great_expectations as gx
+    import numpy as np
     import polars as pl
 
-    counts, scanned = residual_counts(frame, table, columns, policy, patterns)
-    report = ResidualReport(rows=len(counts), columns=scanned)
-    if not counts:
+    height, walked, scanned = _walked_counts(frame, table, columns, policy, patterns, walk_all=False)
+    report = ResidualReport(rows=height, columns=scanned)
+    if not height:
         report.results = [PatternResult(p, True, 0, 0) for p in patterns]
         return report
-    data = pl.DataFrame({p: [row[p] for row in counts] for p in patterns}, schema=dict.fromkeys(patterns, pl.Int64))
+    # the counts per row as columns: zeros but where a row was walked (the scan's counts)
+    at = np.fromiter(walked, dtype=np.int64, count=len(walked))
+    per_pattern = {}
+    for p in patterns:
+        per_pattern[p] = np.zeros(height, dtype=np.int64)
+        per_pattern[p][at] = np.fromiter((row[p] for row in walked.values()), dtype=np.int64, count=len(walked))
+    data = pl.DataFrame(per_pattern, schema=dict.fromkeys(patterns, pl.Int64))
     name = f"residual-{id(data)}"
     expectations = [gx.expectations.ExpectColumnValuesToBeInSet(column=p, value_set=[0]) for p in patterns]
     with gx_batch(name, data) as batch:

@@ -186,6 +186,21 @@ IDENTIFIER_PLANTS = {
 }
 
 
+def with_plants(base: list[dict], plants: dict[str, object], rng: random.Random) -> tuple[list[dict], list[dict]]:
+    """``base`` and, at random places, copies of random rows of it with one plant each
+    (each plant in three rows: the same value in several shards, judged once, found in
+    each); and the planted rows."""
+    planted = []
+    for column, value in plants.items():
+        for _ in range(3):
+            row = copy.deepcopy(rng.choice(base))
+            row[column] = copy.deepcopy(value)
+            planted.append(row)
+    rows = [*base, *planted]
+    rng.shuffle(rows)
+    return rows, planted
+
+
 @pytest.mark.parametrize("table", ["calls", "spans"])
 def test_one_row_screen_over_many_shards_finds_what_walking_every_leaf_finds(redacted_rows, table):
     """The redactor keeps one ``RowScreen`` for every shard of a redaction (its
@@ -195,14 +210,7 @@ def test_one_row_screen_over_many_shards_finds_what_walking_every_leaf_finds(red
 
     rng = random.Random(8)
     base = redacted_rows.calls if table == "calls" else redacted_rows.spans
-    planted = []
-    for column, value in IDENTIFIER_PLANTS[table].items():
-        for _ in range(3):  # the same value in several shards: judged once, found in each
-            row = copy.deepcopy(rng.choice(base))
-            row[column] = copy.deepcopy(value)
-            planted.append(row)
-    rows = [*base, *planted]
-    rng.shuffle(rows)
+    rows, planted = with_plants(base, IDENTIFIER_PLANTS[table], rng)
     policy = load_policy()
     for part in (IDENTIFIER_COLUMNS, None):
         screen, found, at = RowScreen(policy), [], 0
@@ -213,3 +221,46 @@ def test_one_row_screen_over_many_shards_finds_what_walking_every_leaf_finds(red
         assert found == row_residuals(rows, table, policy, walk_all=True, part=part), part
         held = [row for row, classes in zip(rows, found, strict=True) if classes]
         assert all(any(row is p for row in held) for p in planted), part
+
+
+def same_shape_plants(base: dict) -> dict[str, object]:
+    """Identifier values of the shapes the screen takes at C speed when every row has
+    them (dicts with the base's keys, lists of such dicts), with PII in one value, and
+    the shapes next to them that leave that path: a dict with as many keys but another
+    one, an empty dict, a list inside a dict, a string in a number column."""
+    block = dict(base["block_hashes"][0])
+    usage = dict(base["usage"])
+    params = dict(base["params"])
+    other_key = dict(list(usage.items())[:-1])
+    other_key["cpf"] = "529.982.247-25"
+    return {
+        "block_hashes": [*base["block_hashes"], {**block, "block": "doc:joana.prado@gmail.com"}],
+        "usage": {**usage, "input_tokens": "529.982.247-25"},
+        "params": {**params, "stop_sequences": ["5555 5555 5555 4444"]},
+        "segment": other_key,
+        "capture_missing": [{}, "11.222.333/0001-81"],
+        "tags": [{}, {"k": "joana.prado@gmail.com"}],
+        "latency_ms": "joana.prado@gmail.com",
+        "source_line": "sk-ant-api03-" + "Zq9" * 30,
+    }
+
+
+def test_the_identifier_screen_of_every_column_shape_finds_what_walking_every_leaf_finds(redacted_rows):
+    """Plants in every shape an identifier column takes, in shards where every other
+    row shares the shape's keys (the screen's fast path) or not: one ``RowScreen``
+    holds every planted row, and finds row by row what walking every leaf finds."""
+    from pipelines.redact.residual import IDENTIFIER_COLUMNS, RowScreen
+
+    base = redacted_rows.calls
+    rows, planted = with_plants(base, same_shape_plants(base[0]), random.Random(21))
+    policy = load_policy()
+    for size in (1, 7, 60, len(rows)):
+        screen = RowScreen(policy)
+        found = [
+            c
+            for at in range(0, len(rows), size)
+            for c in screen.residuals(rows[at : at + size], "calls", part=IDENTIFIER_COLUMNS)
+        ]
+        assert found == row_residuals(rows, "calls", policy, walk_all=True, part=IDENTIFIER_COLUMNS), size
+        held = [row for row, classes in zip(rows, found, strict=True) if classes]
+        assert all(any(row is p for row in held) for p in planted), size

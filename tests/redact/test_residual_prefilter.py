@@ -157,11 +157,17 @@ def _counted_by_the_walk(name: str) -> bool:
 
 
 def assert_every_plant_is_a_candidate(frame: pl.DataFrame, table: str | None, names: list[str], columns) -> None:
-    from pipelines.redact.residual_prefilter import candidate_rows
+    from pipelines.redact.residual_prefilter import candidate_cells, candidate_rows
 
     spec = FIELDS.get(table or "")
     found = candidate_rows(frame, spec, columns or list(spec), RAW_GATE)
     assert [name for name, hit in zip(names, found, strict=True) if not hit and not name.startswith("clean")] == []
+    # searched in slices, one thread each (as a day's `calls` is): the same cells
+    whole = candidate_cells(frame, spec, columns or list(spec), RAW_GATE, parts=1)
+    for parts in (2, 3, 7):
+        sliced = candidate_cells(frame, spec, columns or list(spec), RAW_GATE, parts=parts)
+        assert sliced.keys() == whole.keys(), parts
+        assert all((sliced[column] == cells).all() for column, cells in whole.items()), parts
 
 
 @pytest.mark.parametrize("table", ["calls", "spans"])
