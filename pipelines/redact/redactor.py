@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
 
 from pipelines.collector import gc_paused
 from pipelines.record import canonical
@@ -34,7 +36,7 @@ from pipelines.redact.analyzer import DetectorSettings, Hit, Request, detector_v
 from pipelines.redact.audit import AuditContext, audit_row
 from pipelines.redact.block_hashes import raw_block_hashes
 from pipelines.redact.field_rules import FieldRules
-from pipelines.redact.identifiers import pseudonymize_row
+from pipelines.redact.identifiers import ID_COLUMNS, LABEL_COLUMNS, pseudonymize_row
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
@@ -46,6 +48,11 @@ from pipelines.redact.walker import JsonWalker
 
 REDACTED_FLAG = "redacted"
 HASH_MISMATCH_FLAG = "request_hash_mismatch"
+# The columns besides the text columns that redaction may write (hashes and flags redone,
+# ids and labels pseudonymized, the record hash): every other one is stored as it came.
+REWRITTEN_COLUMNS = frozenset(
+    {"block_hashes", "request_sha256", "request_hash_matches", "flags", "record_sha256", *ID_COLUMNS, *LABEL_COLUMNS}
+)
 # shorter values are not looked for elsewhere in the trace ("Ana" inside "Banana")
 MIN_PROPAGATED_CHARS = 4
 CACHE_LIMIT = 500_000
@@ -171,6 +178,7 @@ class Redactor:
         *,
         now: datetime | None = None,
         screen: Sequence[str] | None = None,
+        settled: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> RedactionResult:
         """Redacted copies of ``calls`` and ``spans`` (same columns, same
         types, same order), and one audit row per call and per span outside any call.
@@ -178,11 +186,20 @@ class Redactor:
         ``screen``: also run the residual-PII scan (``residual.row_residuals``
         with these patterns) over the returned rows, where they are made: the
         text columns in the worker that redacted them, the other columns here
-        as each worker's rows come back (``RedactionResult.residuals``)."""
+        as each worker's rows come back (``RedactionResult.residuals``).
+        ``settled``: table -> ``residual.settled_cells`` of these rows as given: the
+        screen does not judge those values again, but in ``REWRITTEN_COLUMNS``."""
         now = now or datetime.now(UTC)
         patterns = tuple(screen) if screen is not None else None
+        kept = {
+            table: {column: np.asarray(cells, dtype=bool) for column, cells in columns.items()}
+            for table, columns in (settled or {}).items()
+        }
+        for columns in kept.values():
+            for column in REWRITTEN_COLUMNS.intersection(columns):
+                del columns[column]
         if self.pool.parallel_rows(len(calls) + len(spans)):
-            return self._redact_in_workers(calls, spans, now, patterns)
+            return self._redact_in_workers(calls, spans, now, patterns, kept)
         call_updates, span_updates, audit, stats, text_found = self.redact_columns(calls, spans, now, patterns)
         out_calls = self._finished(calls, call_updates)
         out_spans = self._finished(spans, span_updates)
@@ -191,7 +208,11 @@ class Redactor:
             started = time.process_time()
             ids = RowScreen(self.policy, patterns)
             result.residuals = {
-                table: merge_residuals(text_found[table], ids.residuals(rows, table, part=IDENTIFIER_COLUMNS), patterns)
+                table: merge_residuals(
+                    text_found[table],
+                    ids.residuals(rows, table, part=IDENTIFIER_COLUMNS, settled=kept.get(table)),
+                    patterns,
+                )
                 for table, rows in (("calls", out_calls), ("spans", out_spans))
             }
             result.screened = patterns
@@ -302,6 +323,7 @@ class Redactor:
         spans: Sequence[dict[str, Any]],
         now: datetime,
         screen: tuple[str, ...] | None,
+        settled: Mapping[str, Mapping[str, Any]],
     ) -> RedactionResult:
         """The same result as in one process: each trace is redacted whole, in one
         chunk, here or in a worker. A worker's rows are finished here (and their
@@ -331,7 +353,8 @@ class Redactor:
                     out[i] = row
                 if screen is not None:
                     started = time.process_time()
-                    ids = id_screen.residuals(finished, table, part=IDENTIFIER_COLUMNS)
+                    shard_settled = {column: cells[at] for column, cells in settled.get(table, {}).items()}
+                    ids = id_screen.residuals(finished, table, part=IDENTIFIER_COLUMNS, settled=shard_settled)
                     for i, classes in zip(at, merge_residuals(text_found[table], ids, screen), strict=True):
                         found[table][i] = classes
                     stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)

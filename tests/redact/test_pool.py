@@ -202,3 +202,47 @@ def test_a_chunk_failing_here_fails_the_batch_and_the_next_batch_starts_workers_
         assert two.pool.started
     with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=False) as one:
         assert again.calls == one.redact_rows(calls, spans, now=NOW).calls
+
+
+def test_identifier_values_settled_on_arrow_are_not_judged_again_and_the_classes_stay(corpus_rows, monkeypatch):
+    """``redact_rows(settled=)`` with ``residual.settled_cells`` of the raw rows finds, in
+    one process and with a worker (each shard given its rows' cells), the classes it finds
+    without; a claim it takes is used (a column claimed settled hides its plant), but not
+    for a column redaction rewrites (``REWRITTEN_COLUMNS``: judged as written)."""
+    import copy
+
+    from pipelines.record.rows import from_columns
+    from pipelines.record.schema import TABLES
+    from pipelines.redact.redactor import REWRITTEN_COLUMNS
+    from pipelines.redact.residual import settled_cells
+    from pipelines.redact.row_fields import FIELDS
+
+    calls, spans = (copy.deepcopy(rows) for rows in corpus_rows)
+    monkeypatch.setattr(pool, "MIN_POOL_ROWS", 10)
+    plants = {"service": "joana.prado@gmail.com", "release": "v 529.982.247-25", "flags": ["ana@gmail.com"]}
+    for at, (column, value) in zip(range(3, len(calls), 17), [*plants.items()] * 3, strict=False):
+        calls[at][column] = value
+    spans[5]["name"] = "card 5555-5555-5555-4444"
+    columns = {table: [c for c in TABLES[table].names if c not in FIELDS[table]] for table in ("calls", "spans")}
+    settled = {
+        table: settled_cells(from_columns(rows, TABLES[table]), columns[table])
+        for table, rows in (("calls", calls), ("spans", spans))
+    }
+    assert not settled["calls"]["flags"].all() and not settled["calls"]["service"].all()
+    claimed = {"calls": {c: [True] * len(calls) for c in plants}, "spans": {}}
+    for workers in (1, 2):
+        with Redactor(mode="placeholder", keys=KEYS, workers=workers, ner=False) as redactor:
+            plain = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
+            judged = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS, settled=settled)
+            hidden = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS, settled=claimed)
+            assert redactor.pool.started == (workers == 2)
+        assert judged.residuals == plain.residuals, workers
+        held = [at for at, classes in enumerate(plain.residuals["calls"]) if classes]
+        assert len(held) >= 9 and plain.residuals["spans"][5] == ("card",)
+        # flags are rewritten (a flag may be added), so the claim on them is not taken
+        found = [at for at, classes in enumerate(hidden.residuals["calls"]) if classes]
+        assert found == [at for at in held if calls[at]["flags"] == plants["flags"]] == held[2::3]
+        # every column that is not a text column or a rewritten one is stored as it came
+        for raw, out in zip([*calls, *spans], [*judged.calls, *judged.spans], strict=True):
+            kept = set(raw) - set(FIELDS["calls"]) - set(FIELDS["spans"]) - REWRITTEN_COLUMNS
+            assert {c: out[c] for c in kept} == {c: raw[c] for c in kept}
