@@ -99,6 +99,8 @@ def instrument(spent: dict[str, list[float]], screen_stats: list[dict[str, int]]
         timed(ingest_plan, "settled_identifiers", "screen: on Arrow")
     if hasattr(residual, "RowScreen"):  # this round's, one for every shard of a redaction
         timed(residual.RowScreen, "residuals", "screen: here")
+        if hasattr(residual.RowScreen, "settled_column"):  # tenth round's: block hashes judged where made
+            timed(residual.RowScreen, "settled_column", "screen: here")  # (here only without workers)
     else:  # main's before it
         import pipelines.redact.redactor as redactor_module
 

@@ -53,6 +53,8 @@ HASH_MISMATCH_FLAG = "request_hash_mismatch"
 REWRITTEN_COLUMNS = frozenset(
     {"block_hashes", "request_sha256", "request_hash_matches", "flags", "record_sha256", *ID_COLUMNS, *LABEL_COLUMNS}
 )
+# the key of ``redact_columns``' screen results that holds its own ``settled`` cells (table -> column -> rows)
+SETTLED = "settled"
 # shorter values are not looked for elsewhere in the trace ("Ana" inside "Banana")
 MIN_PROPAGATED_CHARS = 4
 CACHE_LIMIT = 500_000
@@ -210,7 +212,12 @@ class Redactor:
             result.residuals = {
                 table: merge_residuals(
                     text_found[table],
-                    ids.residuals(rows, table, part=IDENTIFIER_COLUMNS, settled=kept.get(table)),
+                    ids.residuals(
+                        rows,
+                        table,
+                        part=IDENTIFIER_COLUMNS,
+                        settled={**kept.get(table, {}), **text_found.get(SETTLED, {}).get(table, {})},
+                    ),
                     patterns,
                 )
                 for table, rows in (("calls", out_calls), ("spans", out_spans))
@@ -309,6 +316,14 @@ class Redactor:
             span_updates.append(_changes(span, item.result))
             if span.get("call_id") is None and span.get("attributes_json") is not None:
                 audit.append(audit_row(context, span["span_key"], "spans", span, item.tally, []))
+        if found is not None and not here:
+            # the block hashes as stored (a day's 680k dicts) are judged where they are made:
+            # in a worker, beside the caller, which takes the judgement (``RowScreen.settled_column``)
+            started = time.process_time()
+            stored = zip(calls, call_updates, strict=True)
+            hashes = [update.get("block_hashes", call.get("block_hashes")) for call, update in stored]
+            found[SETTLED] = {"calls": {"block_hashes": RowScreen(self.policy, screen).settled_column(hashes)}}
+            stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)
         return call_updates, span_updates, audit, stats, found
 
     def _walker_for(self, call: dict[str, Any]) -> JsonWalker:
@@ -354,6 +369,7 @@ class Redactor:
                 if screen is not None:
                     started = time.process_time()
                     shard_settled = {column: cells[at] for column, cells in settled.get(table, {}).items()}
+                    shard_settled.update(text_found.get(SETTLED, {}).get(table, {}))  # judged in the worker
                     ids = id_screen.residuals(finished, table, part=IDENTIFIER_COLUMNS, settled=shard_settled)
                     for i, classes in zip(at, merge_residuals(text_found[table], ids, screen), strict=True):
                         found[table][i] = classes

@@ -1002,6 +1002,14 @@ class RowScreen:
             found.append(tuple(p for p in patterns if counter.counts[p]))
         return found
 
+    def settled_column(self, values: Sequence[Any]) -> Any:
+        """One identifier column's values (in row order) -> per row, True where
+        ``residuals(part=IDENTIFIER_COLUMNS)`` finds nothing to count in the value:
+        the ``settled`` cells of that column, judged where the values are made."""
+        settled = np.ones(len(values), dtype=bool)
+        settled[self.clean._unclean_positions(values)] = False
+        return settled
+
 
 # An identifier string nothing can count in, as Rust's regex tells it: lower-case letters and
 # digits only (``identifiers_clean_string`` judges those clean before anything), or a string
