@@ -248,7 +248,8 @@ class Redactor:
         (``pool.CALL_COLUMNS``, ``pool.SPAN_COLUMNS``): workers get no more than that.
         With ``screen`` patterns, also the residual-PII classes of each row's text
         columns as redacted (``row_residuals(..., part=TEXT_COLUMNS)``), found in
-        the apply pass as it writes each value; else None."""
+        the apply pass as it writes each value, and under ``SETTLED`` the judgement of
+        the calls' block hashes as stored (``RowScreen.settled_column``); else None."""
         with gc_paused():
             return self._redact_columns(calls, spans, now, screen)
 

@@ -1022,8 +1022,8 @@ _UNSETTLED = RAW_GATE + r'|["\\\x00-\x1f]'
 def settled_cells(record_batch: Any, columns: Iterable[str]) -> dict[str, Any]:
     """Column -> per row (a numpy bool array), True where the identifier screen
     (``RowScreen.residuals(part=IDENTIFIER_COLUMNS)``) would find nothing to count in
-    the value, judged on Arrow by polars (all columns at once, on every core, without
-    the GIL) instead of in Python over row dicts. Only columns whose values the
+    the value, judged on Arrow by polars (on every core, without the GIL) instead of
+    in Python over row dicts. Only columns whose values the
     screen reads as Arrow holds them: strings and lists of strings (judged), and
     numbers, flags, dates and timestamps (no string: pyarrow refuses one for them,
     and typed numbers do not count in identifiers). Structs and maps are left out: a
