@@ -14,6 +14,9 @@ times the two parts of the residual scan where they run:
   redaction's stats (workers included), and the wall and CPU time the calling
   process spends in it (the process the stage waits on; the workers' share
   runs beside it);
+- the identifier values judged on Arrow before redaction
+  (``ingest_plan.settled_identifiers``, where this checkout has it): wall and
+  CPU-seconds, counted in both of the above (it runs in the calling process);
 - the blocking residual-PII asset checks of `calls`, `spans` and
   `quarantine`: their reads of the tables and ``residual.residual_pii_check``
   (the scan and Great Expectations), wall and CPU-seconds (all threads).
@@ -90,8 +93,14 @@ def instrument(spent: dict[str, list[float]], screen_stats: list[dict[str, int]]
     # the screen's work in this process (the workers' is in the redaction's stats): the text
     # screen of its own chunks (with its polars search) and the identifier screen of every row
     timed(residual.TextScreen, "rows", "screen: here")
+    import pipelines.ingest_plan as ingest_plan
+
+    if hasattr(ingest_plan, "settled_identifiers"):  # tenth round's: identifier values judged on Arrow first
+        timed(ingest_plan, "settled_identifiers", "screen: on Arrow")
     if hasattr(residual, "RowScreen"):  # this round's, one for every shard of a redaction
         timed(residual.RowScreen, "residuals", "screen: here")
+        if hasattr(residual.RowScreen, "settled_column"):  # tenth round's: block hashes judged where made
+            timed(residual.RowScreen, "settled_column", "screen: here")  # (here only without workers)
     else:  # main's before it
         import pipelines.redact.redactor as redactor_module
 
@@ -208,6 +217,9 @@ def main() -> None:
         assert result.success
     screen_cpu = sum(s.get("screen_cpu_ms", 0) for s in screen_stats) / 1000
     here_s, here_cpu = spent.pop("screen: here", [0.0, 0.0])
+    # identifier values judged on the schema check's Arrow columns, in this process, outside the redactor
+    arrow_s, arrow_cpu = spent.pop("screen: on Arrow", [0.0, 0.0])
+    screen_cpu, here_s, here_cpu = screen_cpu + arrow_cpu, here_s + arrow_s, here_cpu + arrow_cpu
     check = [(name, *spent[name]) for name in ("check: reads", "check: scan and Great Expectations")]
     check_s, check_cpu = sum(s for _, s, _ in check), sum(c for _, _, c in check)
     print(f"ingest stage, one {summary.calls:,}-call demo day, code from {Path(pipelines.__file__).parents[1]}")
@@ -218,8 +230,9 @@ def main() -> None:
         print(f"  {name:52} {wall[0]:>7} {cpu_s:7.2f} {wall[1]:>8} {cpu_s / stage_cpu:7.1%}")
 
     row("stage (this process and the redaction workers)", stage_s, stage_cpu)
-    row("screen in the redactor (all processes)", None, screen_cpu)
+    row("screen (all processes)", None, screen_cpu)
     row("  of which in this process", here_s, here_cpu)
+    row("    of which on Arrow, before redaction", arrow_s, arrow_cpu)
     for name, seconds, cpu_s in check:
         row(name, seconds, cpu_s)
     row("residual scan: screen + checks", here_s + check_s, screen_cpu + check_cpu)

@@ -10,11 +10,13 @@ order. No Dagster and no I/O of its own here.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from pipelines.collector import gc_paused
@@ -26,7 +28,11 @@ from pipelines.ingest import (
     objects_to_ingest,
     settle_with_existing,
 )
+from pipelines.record.schema import TABLES
 from pipelines.record.stored import spans_to_store
+from pipelines.redact import residual
+from pipelines.redact.redactor import REWRITTEN_COLUMNS
+from pipelines.redact.row_fields import FIELDS
 from pipelines.redact.screen import account, screen_rows
 
 
@@ -34,7 +40,13 @@ class RowRedactor(Protocol):
     mode: str
 
     def redact_rows(
-        self, calls: list[dict[str, Any]], spans: list[dict[str, Any]], *, now: datetime, screen: Any = None
+        self,
+        calls: list[dict[str, Any]],
+        spans: list[dict[str, Any]],
+        *,
+        now: datetime,
+        screen: Any = None,
+        settled: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Any: ...
 
 
@@ -141,9 +153,14 @@ def plan_day(
         audit: list[dict[str, Any]] = []
         held = 0
         if redactor is not None:
+            # the identifier values the schema check's Arrow conversion holds are judged there
+            # first, before the caller's work in the background (its threads would share the GIL)
+            settled = {table: settled_identifiers(batch, table) for table in ("calls", "spans")}
             if redacting is not None:
                 redacting()
-            audit, held = _redact_and_screen(batch, redactor, policy, patterns, read, run_id, now, notes, redacted)
+            audit, held = _redact_and_screen(
+                batch, redactor, policy, patterns, read, run_id, now, notes, settled, redacted
+            )
 
         # A changed object replaces what its previous version wrote.
         changed = [o.uri for o in read if o.key in seen]
@@ -183,12 +200,14 @@ def _redact_and_screen(
     run_id: str,
     now: datetime,
     notes: list[str],
+    settled: Mapping[str, Mapping[str, Any]] | None = None,
     redacted_hook: Callable[[], None] | None = None,
 ) -> tuple[list[dict[str, Any]], int]:
     """Redaction, then the residual-PII screen, on the batch in place: nothing after this sees raw text.
-    Returns (the audit rows of what is written, rows held back)."""
+    Returns (the audit rows of what is written, rows held back). ``settled``: ``settled_identifiers``
+    of the batch's rows (identifier values the screen need not judge again)."""
     # the redactor screens the rows where it makes them (the text columns in its workers)
-    redacted = redactor.redact_rows(batch.calls, batch.spans, now=now, screen=patterns)
+    redacted = redactor.redact_rows(batch.calls, batch.spans, now=now, screen=patterns, settled=settled)
     if redacted_hook is not None:
         redacted_hook()
     batch.calls, batch.spans = redacted.calls, redacted.spans
@@ -211,3 +230,31 @@ def _redact_and_screen(
     batch.quarantine = [*batch.quarantine, *screened.quarantine]
     batch.ingest_log = account(batch.ingest_log, screened)
     return [row for row in redacted.audit if row["call_id"] not in screened.held], len(screened.quarantine)
+
+
+def settled_identifiers(batch: IngestBatch, table: str) -> dict[str, np.ndarray]:
+    """``residual.settled_cells`` of ``table``'s rows (a bool array per column, in row
+    order) for the identifier columns redaction keeps, judged on the schema check's Arrow
+    conversion (``IngestBatch.converted``) where the rows are unchanged since; a row
+    changed since (assembly joined onto it) or never converted (a stored call settled
+    with the batch) is not settled: the screen judges it in Python."""
+    rows = getattr(batch, table)
+    columns = [c for c in TABLES[table].names if c not in FIELDS[table] and c not in REWRITTEN_COLUMNS]
+    settled: dict[str, np.ndarray] = {}
+    position = None
+    for object_rows, record_batch in batch.converted.get(table, ()):
+        cells = residual.settled_cells(record_batch, columns)
+        if len(object_rows) == len(rows) and all(map(operator.is_, object_rows, rows)):
+            at = np.arange(len(rows))  # the day's one conversion, rows in the same order (the usual case)
+        else:
+            if position is None:
+                position = {id(row): at for at, row in enumerate(rows)}
+            at = np.fromiter((position.get(id(row), -1) for row in object_rows), np.int64, len(object_rows))
+        kept = at >= 0
+        for column, judged in cells.items():
+            settled.setdefault(column, np.zeros(len(rows), dtype=bool))[at[kept]] = judged[kept]
+    if settled and batch.touched:
+        touched = [at for at, row in enumerate(rows) if id(row) in batch.touched]
+        for judged in settled.values():
+            judged[touched] = False
+    return settled

@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+
+import numpy as np
 
 from pipelines.collector import gc_paused
 from pipelines.record import canonical
@@ -34,7 +36,7 @@ from pipelines.redact.analyzer import DetectorSettings, Hit, Request, detector_v
 from pipelines.redact.audit import AuditContext, audit_row
 from pipelines.redact.block_hashes import raw_block_hashes
 from pipelines.redact.field_rules import FieldRules
-from pipelines.redact.identifiers import pseudonymize_row
+from pipelines.redact.identifiers import ID_COLUMNS, LABEL_COLUMNS, pseudonymize_row
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
 from pipelines.redact.policy import Policy, load_policy
@@ -46,6 +48,13 @@ from pipelines.redact.walker import JsonWalker
 
 REDACTED_FLAG = "redacted"
 HASH_MISMATCH_FLAG = "request_hash_mismatch"
+# The columns besides the text columns that redaction may write (hashes and flags redone,
+# ids and labels pseudonymized, the record hash): every other one is stored as it came.
+REWRITTEN_COLUMNS = frozenset(
+    {"block_hashes", "request_sha256", "request_hash_matches", "flags", "record_sha256", *ID_COLUMNS, *LABEL_COLUMNS}
+)
+# the key of ``redact_columns``' screen results that holds its own ``settled`` cells (table -> column -> rows)
+SETTLED = "settled"
 # shorter values are not looked for elsewhere in the trace ("Ana" inside "Banana")
 MIN_PROPAGATED_CHARS = 4
 CACHE_LIMIT = 500_000
@@ -171,6 +180,7 @@ class Redactor:
         *,
         now: datetime | None = None,
         screen: Sequence[str] | None = None,
+        settled: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> RedactionResult:
         """Redacted copies of ``calls`` and ``spans`` (same columns, same
         types, same order), and one audit row per call and per span outside any call.
@@ -178,11 +188,20 @@ class Redactor:
         ``screen``: also run the residual-PII scan (``residual.row_residuals``
         with these patterns) over the returned rows, where they are made: the
         text columns in the worker that redacted them, the other columns here
-        as each worker's rows come back (``RedactionResult.residuals``)."""
+        as each worker's rows come back (``RedactionResult.residuals``).
+        ``settled``: table -> ``residual.settled_cells`` of these rows as given: the
+        screen does not judge those values again, but in ``REWRITTEN_COLUMNS``."""
         now = now or datetime.now(UTC)
         patterns = tuple(screen) if screen is not None else None
+        kept = {
+            table: {column: np.asarray(cells, dtype=bool) for column, cells in columns.items()}
+            for table, columns in (settled or {}).items()
+        }
+        for columns in kept.values():
+            for column in REWRITTEN_COLUMNS.intersection(columns):
+                del columns[column]
         if self.pool.parallel_rows(len(calls) + len(spans)):
-            return self._redact_in_workers(calls, spans, now, patterns)
+            return self._redact_in_workers(calls, spans, now, patterns, kept)
         call_updates, span_updates, audit, stats, text_found = self.redact_columns(calls, spans, now, patterns)
         out_calls = self._finished(calls, call_updates)
         out_spans = self._finished(spans, span_updates)
@@ -191,7 +210,16 @@ class Redactor:
             started = time.process_time()
             ids = RowScreen(self.policy, patterns)
             result.residuals = {
-                table: merge_residuals(text_found[table], ids.residuals(rows, table, part=IDENTIFIER_COLUMNS), patterns)
+                table: merge_residuals(
+                    text_found[table],
+                    ids.residuals(
+                        rows,
+                        table,
+                        part=IDENTIFIER_COLUMNS,
+                        settled={**kept.get(table, {}), **text_found.get(SETTLED, {}).get(table, {})},
+                    ),
+                    patterns,
+                )
                 for table, rows in (("calls", out_calls), ("spans", out_spans))
             }
             result.screened = patterns
@@ -220,7 +248,8 @@ class Redactor:
         (``pool.CALL_COLUMNS``, ``pool.SPAN_COLUMNS``): workers get no more than that.
         With ``screen`` patterns, also the residual-PII classes of each row's text
         columns as redacted (``row_residuals(..., part=TEXT_COLUMNS)``), found in
-        the apply pass as it writes each value; else None."""
+        the apply pass as it writes each value, and under ``SETTLED`` the judgement of
+        the calls' block hashes as stored (``RowScreen.settled_column``); else None."""
         with gc_paused():
             return self._redact_columns(calls, spans, now, screen)
 
@@ -288,6 +317,14 @@ class Redactor:
             span_updates.append(_changes(span, item.result))
             if span.get("call_id") is None and span.get("attributes_json") is not None:
                 audit.append(audit_row(context, span["span_key"], "spans", span, item.tally, []))
+        if found is not None and not here:
+            # the block hashes as stored (a day's 680k dicts) are judged where they are made:
+            # in a worker, beside the caller, which takes the judgement (``RowScreen.settled_column``)
+            started = time.process_time()
+            stored = zip(calls, call_updates, strict=True)
+            hashes = [update.get("block_hashes", call.get("block_hashes")) for call, update in stored]
+            found[SETTLED] = {"calls": {"block_hashes": RowScreen(self.policy, screen).settled_column(hashes)}}
+            stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)
         return call_updates, span_updates, audit, stats, found
 
     def _walker_for(self, call: dict[str, Any]) -> JsonWalker:
@@ -302,6 +339,7 @@ class Redactor:
         spans: Sequence[dict[str, Any]],
         now: datetime,
         screen: tuple[str, ...] | None,
+        settled: Mapping[str, Mapping[str, Any]],
     ) -> RedactionResult:
         """The same result as in one process: each trace is redacted whole, in one
         chunk, here or in a worker. A worker's rows are finished here (and their
@@ -331,7 +369,9 @@ class Redactor:
                     out[i] = row
                 if screen is not None:
                     started = time.process_time()
-                    ids = id_screen.residuals(finished, table, part=IDENTIFIER_COLUMNS)
+                    shard_settled = {column: cells[at] for column, cells in settled.get(table, {}).items()}
+                    shard_settled.update(text_found.get(SETTLED, {}).get(table, {}))  # judged in the worker
+                    ids = id_screen.residuals(finished, table, part=IDENTIFIER_COLUMNS, settled=shard_settled)
                     for i, classes in zip(at, merge_residuals(text_found[table], ids, screen), strict=True):
                         found[table][i] = classes
                     stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)

@@ -26,6 +26,7 @@ from itertools import accumulate, chain
 from operator import itemgetter, methodcaller
 from typing import Any
 
+import numpy as np
 import orjson
 import regex
 
@@ -414,35 +415,49 @@ class _CleanValues:
             self._remember(line, clean)
         return clean
 
-    def identifier_rows_clean(self, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[bool]:
+    def identifier_rows_clean(
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        columns: Sequence[str],
+        settled: Mapping[str, Any] | None = None,
+    ) -> list[bool]:
         """``identifiers_clean`` of each row's values in ``columns``, judged column by
         column: a column's distinct strings once (a uri, a model, a service repeat
         in every row; a hash is one lower-case run), and only the rows holding a
         string not judged clean marked. The columns are taken out of the rows in
-        one pass (one ``itemgetter`` per row, transposed), not one pass per column."""
+        one pass (one ``itemgetter`` per row, transposed), not one pass per column.
+        ``settled``: column -> per row, True where that value was judged elsewhere to
+        hold nothing that could count (``settled_cells``): only the other values are judged."""
         clean = [True] * len(rows)
-        for values in _column_values(rows, columns):
-            strings = _unplain_strings(values)
-            if strings is not None:  # scalars
-                if not strings:
-                    continue
-                dirty = self._dirty_strings(self._escaped_strings(strings))
-                if dirty:
-                    for i, value in enumerate(values):
-                        if value in dirty:
-                            clean[i] = False
-                continue
-            # nested values (lists of hashes, maps): the distinct strings of the whole column
-            groups = _shallow_strings(values)
-            if groups is not None:  # the strings of groups not all plain (a group of hashes is)
-                judged = self._escaped_strings(chain.from_iterable(groups))
-            else:
-                judged = {string: string for string in set(_identifier_strings(values))}
-            if self._dirty_strings(judged):
-                for i, value in enumerate(values):
-                    if clean[i] and not self.identifiers_clean([value]):
-                        clean[i] = False
+        settled = settled or {}
+        whole = [column for column in columns if column not in settled]
+        judged: list[tuple[Sequence[int] | None, Sequence[Any]]] = [(None, v) for v in _column_values(rows, whole)]
+        for column in columns:
+            if column in settled:
+                left = np.flatnonzero(~np.asarray(settled[column], dtype=bool)).tolist()
+                if left:
+                    judged.append((left, [rows[at].get(column) for at in left]))
+        for at, values in judged:
+            marked = self._unclean_positions(values)
+            for i in marked:
+                clean[i if at is None else at[i]] = False
         return clean
+
+    def _unclean_positions(self, values: Sequence[Any]) -> list[int]:
+        """The positions of ``values`` (one column's) that ``identifiers_clean`` does not judge clean."""
+        strings = _unplain_strings(values)
+        if strings is not None:  # scalars
+            dirty = self._dirty_strings(self._escaped_strings(strings)) if strings else set()
+            return [i for i, value in enumerate(values) if value in dirty] if dirty else []
+        # nested values (lists of hashes, maps): the distinct strings of the whole column
+        groups = _shallow_strings(values)
+        if groups is not None:  # the strings of groups not all plain (a group of hashes is)
+            judged = self._escaped_strings(chain.from_iterable(groups))
+        else:
+            judged = {string: string for string in set(_identifier_strings(values))}
+        if not self._dirty_strings(judged):
+            return []
+        return [i for i, value in enumerate(values) if not self.identifiers_clean([value])]
 
     @staticmethod
     def _escaped_strings(values: Iterable[Any]) -> dict[str, str]:
@@ -944,9 +959,17 @@ class RowScreen:
         self.clean = _CleanValues(_Counter(self.patterns, self.allow))
 
     def residuals(
-        self, rows: Sequence[Mapping[str, Any]], table: str, *, walk_all: bool = False, part: str | None = None
+        self,
+        rows: Sequence[Mapping[str, Any]],
+        table: str,
+        *,
+        walk_all: bool = False,
+        part: str | None = None,
+        settled: Mapping[str, Any] | None = None,
     ) -> list[tuple[str, ...]]:
-        """``row_residuals(rows, table, ...)`` with this screen's patterns and policy."""
+        """``row_residuals(rows, table, ...)`` with this screen's patterns and policy.
+        ``settled``: identifier column -> per row, True where its value is known to hold
+        nothing that could count (``settled_cells`` of the same values): those are not judged again."""
         patterns, allow, walker, memo, clean = self.patterns, self.allow, self.walker, self.memo, self.clean
         spec = FIELDS.get(table, {}) if part != IDENTIFIER_COLUMNS else {}
         not_text = FIELDS.get(table, {})
@@ -960,7 +983,7 @@ class RowScreen:
                 clean_ids = [False] * len(rows)
             else:
                 columns = sorted(set().union(*rows).difference(not_text), key=str)
-                clean_ids = clean.identifier_rows_clean(rows, columns)
+                clean_ids = clean.identifier_rows_clean(rows, columns, settled)
                 if not spec and all(clean_ids):  # identifier columns only, none can count
                     return [()] * len(rows)
         for i, row in enumerate(rows):
@@ -978,6 +1001,64 @@ class RowScreen:
                             walker.walk(_as_json(value), column, others)
             found.append(tuple(p for p in patterns if counter.counts[p]))
         return found
+
+    def settled_column(self, values: Sequence[Any]) -> Any:
+        """One identifier column's values (in row order) -> per row, True where
+        ``residuals(part=IDENTIFIER_COLUMNS)`` finds nothing to count in the value:
+        the ``settled`` cells of that column, judged where the values are made."""
+        settled = np.ones(len(values), dtype=bool)
+        settled[self.clean._unclean_positions(values)] = False
+        return settled
+
+
+# An identifier string nothing can count in, as Rust's regex tells it: lower-case letters and
+# digits only (``identifiers_clean_string`` judges those clean before anything), or a string
+# with nothing ``RAW_GATE`` finds and nothing JSON escapes (the screen judges a string's JSON
+# escaped form; without escapes that is the string, and ``may_match_any_reading`` is false on it)
+_SETTLED_PLAIN = r"^[a-z0-9]*$"
+_UNSETTLED = RAW_GATE + r'|["\\\x00-\x1f]'
+
+
+def settled_cells(record_batch: Any, columns: Iterable[str]) -> dict[str, Any]:
+    """Column -> per row (a numpy bool array), True where the identifier screen
+    (``RowScreen.residuals(part=IDENTIFIER_COLUMNS)``) would find nothing to count in
+    the value, judged on Arrow by polars (on every core, without the GIL) instead of
+    in Python over row dicts. Only columns whose values the
+    screen reads as Arrow holds them: strings and lists of strings (judged), and
+    numbers, flags, dates and timestamps (no string: pyarrow refuses one for them,
+    and typed numbers do not count in identifiers). Structs and maps are left out: a
+    row dict may hold keys their Arrow type drops."""
+    import polars as pl
+    import pyarrow as pa
+
+    out: dict[str, Any] = {}
+    strings, lists = [], []
+    for name in columns:
+        kind = record_batch.schema.field(name).type
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+            strings.append(name)
+        elif (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
+            pa.types.is_string(kind.value_type) or pa.types.is_large_string(kind.value_type)
+        ):
+            lists.append(name)
+        elif any(is_kind(kind) for is_kind in (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean)) or (
+            pa.types.is_temporal(kind)
+        ):
+            out[name] = np.ones(record_batch.num_rows, dtype=bool)
+    if not strings and not lists:
+        return out
+    frame = pl.from_arrow(record_batch.select(strings + lists))
+    # plain ids first (most of the bytes: hashes, ids), the gate only on the other values
+    plain = [pl.col(name).str.contains(_SETTLED_PLAIN).fill_null(True) for name in strings]
+    element = (pl.element().str.contains(_SETTLED_PLAIN) | ~pl.element().str.contains(_UNSETTLED)).fill_null(True)
+    listed = [pl.col(name).list.eval(element).list.all().fill_null(True) for name in lists]
+    for name, settled in zip(strings + lists, frame.select(plain + listed), strict=True):
+        cells = settled.to_numpy().copy()
+        if name in strings and not cells.all():
+            left = np.flatnonzero(~cells)
+            cells[left] = ~frame[name].gather(left).str.contains(_UNSETTLED).to_numpy()
+        out[name] = cells
+    return out
 
 
 def merge_residuals(
@@ -1003,7 +1084,6 @@ def residual_pii_check(
     Expectations builds a validator (and fingerprints the batch) per call, and five
     calls cost about three times one."""
     import great_expectations as gx
-    import numpy as np
     import polars as pl
 
     height, walked, scanned = _walked_counts(frame, table, columns, policy, patterns, walk_all=False)

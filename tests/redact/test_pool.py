@@ -202,3 +202,72 @@ def test_a_chunk_failing_here_fails_the_batch_and_the_next_batch_starts_workers_
         assert two.pool.started
     with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=False) as one:
         assert again.calls == one.redact_rows(calls, spans, now=NOW).calls
+
+
+def test_identifier_values_settled_on_arrow_are_not_judged_again_and_the_classes_stay(corpus_rows, monkeypatch):
+    """``redact_rows(settled=)`` with ``residual.settled_cells`` of the raw rows finds, in
+    one process and with a worker (each shard given its rows' cells), the classes it finds
+    without; a claim it takes is used (a column claimed settled hides its plant), but not
+    for a column redaction rewrites (``REWRITTEN_COLUMNS``: judged as written)."""
+    import copy
+
+    from pipelines.record.rows import from_columns
+    from pipelines.record.schema import TABLES
+    from pipelines.redact.redactor import REWRITTEN_COLUMNS
+    from pipelines.redact.residual import settled_cells
+    from pipelines.redact.row_fields import FIELDS
+
+    calls, spans = (copy.deepcopy(rows) for rows in corpus_rows)
+    monkeypatch.setattr(pool, "MIN_POOL_ROWS", 10)
+    plants = {"service": "joana.prado@gmail.com", "release": "v 529.982.247-25", "flags": ["ana@gmail.com"]}
+    for at, (column, value) in zip(range(3, len(calls), 17), [*plants.items()] * 3, strict=False):
+        calls[at][column] = value
+    spans[5]["name"] = "card 5555-5555-5555-4444"
+    with_blocks = [call for call in calls if call.get("block_hashes")][1::40]
+    for call in with_blocks:  # a recorded block the request does not recompute is kept as it came
+        call["block_hashes"] = [*call["block_hashes"], {"block": "doc:ana.paula@gmail.com", "sha256": "ab" * 32}]
+    columns = {table: [c for c in TABLES[table].names if c not in FIELDS[table]] for table in ("calls", "spans")}
+    settled = {
+        table: settled_cells(from_columns(rows, TABLES[table]), columns[table])
+        for table, rows in (("calls", calls), ("spans", spans))
+    }
+    assert not settled["calls"]["flags"].all() and not settled["calls"]["service"].all()
+    claimed = {"calls": {c: [True] * len(calls) for c in plants}, "spans": {}}
+    for workers in (1, 2):
+        with Redactor(mode="placeholder", keys=KEYS, workers=workers, ner=False) as redactor:
+            plain = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS)
+            judged = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS, settled=settled)
+            hidden = redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS, settled=claimed)
+            assert redactor.pool.started == (workers == 2)
+        assert judged.residuals == plain.residuals, workers
+        scanned = {
+            t: row_residuals(rows, t, load_policy()) for t, rows in (("calls", plain.calls), ("spans", plain.spans))
+        }
+        assert plain.residuals == scanned, workers  # the block hashes judged in the worker too
+        assert all(scanned["calls"][calls.index(call)] == ("email",) for call in with_blocks) and len(with_blocks) > 2
+        held = [at for at, classes in enumerate(plain.residuals["calls"]) if classes and calls[at] not in with_blocks]
+        assert len(held) >= 9 and plain.residuals["spans"][5] == ("card",)
+        # flags are rewritten (a flag may be added), so the claim on them is not taken
+        found = [at for at, classes in enumerate(hidden.residuals["calls"]) if classes and calls[at] not in with_blocks]
+        assert found == [at for at in held if calls[at]["flags"] == plants["flags"]] == held[2::3]
+        # every column that is not a text column or a rewritten one is stored as it came
+        for raw, out in zip([*calls, *spans], [*judged.calls, *judged.spans], strict=True):
+            kept = set(raw) - set(FIELDS["calls"]) - set(FIELDS["spans"]) - REWRITTEN_COLUMNS
+            assert {c: out[c] for c in kept} == {c: raw[c] for c in kept}
+
+
+def test_the_block_hashes_judged_where_they_are_made_are_not_judged_again(corpus_rows, monkeypatch):
+    """In one process ``redact_columns`` judges the block hashes as stored
+    (``RowScreen.settled_column``) and the identifier screen takes that judgement:
+    a judgement that settles every row hides a planted block name."""
+    from pipelines.redact import residual
+
+    calls, spans = corpus_rows
+    calls = [dict(call) for call in calls]
+    planted = next(call for call in calls if call.get("block_hashes"))
+    planted["block_hashes"] = [*planted["block_hashes"], {"block": "doc:ana.paula@gmail.com", "sha256": "ab" * 32}]
+    at = calls.index(planted)
+    with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=False) as redactor:
+        assert redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS).residuals["calls"][at] == ("email",)
+        monkeypatch.setattr(residual.RowScreen, "settled_column", lambda self, values: [True] * len(values))
+        assert redactor.redact_rows(calls, spans, now=NOW, screen=PATTERNS).residuals["calls"][at] == ()

@@ -264,3 +264,94 @@ def test_the_identifier_screen_of_every_column_shape_finds_what_walking_every_le
         assert found == row_residuals(rows, "calls", policy, walk_all=True, part=IDENTIFIER_COLUMNS), size
         held = [row for row, classes in zip(rows, found, strict=True) if classes]
         assert all(any(row is p for row in held) for p in planted), size
+
+
+# Strings an identifier column may hold, of the characters the screen's gates turn on
+_ID_PIECES = [
+    "ab12", "0", "7", "12345", "678901", "2345", "_", "-", ".", "/", " ", "@", "x@y.com.br", "gh", "ghp_", "_live_",
+    "sk-ant-", "sk_test_", "AKIA", "eyJ", "Zq9", "A", "msg_", '"', "\\", "\\n", "\\u00e9", "\n", "\t", "\x00",
+    "\u0663", "\U00011de0", "é", "529.982.247-25", "5555 5555 5555 4444", "11.222.333/0001-81", "12ABC34501DE35",
+]  # fmt: skip
+
+
+def test_a_cell_settled_on_arrow_is_one_the_identifier_screen_finds_nothing_in():
+    """``settled_cells`` judges identifier values on Arrow (polars) so that the screen
+    need not: every value it settles, in a string column or a list of strings, is one
+    the screen walking every leaf finds nothing in; and it settles plain ids, hashes and
+    uris but not every string (the fast path is taken and left)."""
+    import pyarrow as pa
+
+    from pipelines.redact.residual import IDENTIFIER_COLUMNS, RowScreen, settled_cells
+
+    rng = random.Random(31)
+    strings = ["", "ab" * 32, "s3://traces/2026/11/29/calls-00017.jsonl", "gpt-4o-mini", "msg_0522123620b3afa1e49a1103"]
+    strings += ["".join(rng.choice(_ID_PIECES) for _ in range(rng.randint(1, 6))) for _ in range(4_000)]
+    lists = [[rng.choice(strings) for _ in range(rng.randint(0, 3))] for _ in range(1_000)] + [None, [None, "ab"]]
+    strings_batch = pa.RecordBatch.from_pydict(
+        {"names": pa.array([*strings, None], pa.string()), "texts": pa.array([None, *strings], pa.large_string())}
+    )
+    others_batch = pa.RecordBatch.from_pydict(
+        {
+            "labels": pa.array(lists, pa.list_(pa.string())),
+            "tokens": pa.array(range(len(lists)), pa.int64()),
+            "at": pa.array([None] * len(lists), pa.timestamp("us", tz="UTC")),
+            "usage": pa.array([{"n": 1}] * len(lists), pa.struct([("n", pa.int64())])),
+        }
+    )
+    names = settled_cells(strings_batch, ["names", "texts"])
+    others = settled_cells(others_batch, ["labels", "tokens", "at", "usage"])
+    assert set(others) == {"labels", "tokens", "at"}  # a struct is left to the screen
+    assert others["tokens"].all() and others["at"].all()
+    screen = RowScreen(load_policy())
+    for column, values, settled in (
+        ("names", [*strings, None], names["names"]),
+        ("texts", [None, *strings], names["texts"]),
+        ("labels", lists, others["labels"]),
+    ):
+        found = screen.residuals([{column: v} for v in values], "calls", walk_all=True, part=IDENTIFIER_COLUMNS)
+        assert not [v for v, f, s in zip(values, found, settled, strict=True) if f and s], column
+        assert 0.1 < settled.mean() < 0.9, column  # both outcomes exercised
+        assert sum(map(bool, found)) > 50, column
+    assert names["names"][:4].all()  # the empty string, the hash, the uri, the model
+    assert not names["names"][4]  # "_" and a digit run: left to the screen, which judges it clean
+
+
+def test_the_identifier_screen_does_not_judge_a_settled_cell_again(redacted_rows):
+    """``RowScreen.residuals(settled=)`` judges only the values not settled: with every
+    row's planted column claimed settled the plants are not found (the claim is used),
+    with ``settled_cells``' own judgement they all are, row by row as walking every leaf."""
+    from pipelines.record.rows import from_columns
+    from pipelines.record.schema import TABLES
+    from pipelines.redact.residual import IDENTIFIER_COLUMNS, RowScreen, settled_cells
+
+    plants = {
+        "service": "joana.prado@gmail.com",
+        "release": 'v"529.982.247-25"',
+        "provider_request_id": "ghp_" + "A1b" * 12,
+        "source_uri": "s3://traces/5555 5555 5555 4444.json",
+        "capture_missing": ["seed", "11.222.333/0001-81"],
+    }
+    rows, planted = with_plants(redacted_rows.calls, plants, random.Random(5))
+    record_batch = from_columns(rows, TABLES["calls"])
+    settled = settled_cells(record_batch, [*plants, "call_id", "trace_id", "latency_ms", "usage"])
+    assert set(settled) == {*plants, "call_id", "trace_id", "latency_ms"}
+    assert all(settled[c].sum() == len(rows) - 3 for c in plants)  # only the planted cells are left
+    policy = load_policy()
+    expected = row_residuals(rows, "calls", policy, walk_all=True, part=IDENTIFIER_COLUMNS)
+    for size in (1, 7, len(rows)):
+        screen = RowScreen(policy)
+        found = [
+            c
+            for at in range(0, len(rows), size)
+            for c in screen.residuals(
+                rows[at : at + size],
+                "calls",
+                part=IDENTIFIER_COLUMNS,
+                settled={column: cells[at : at + size] for column, cells in settled.items()},
+            )
+        ]
+        assert found == expected, size
+    held = [row for row, classes in zip(rows, expected, strict=True) if classes]
+    assert all(any(row is p for row in held) for p in planted)
+    claimed = {column: [True] * len(rows) for column in plants}
+    assert not any(RowScreen(policy).residuals(rows, "calls", part=IDENTIFIER_COLUMNS, settled=claimed))
