@@ -22,6 +22,7 @@ from pipelines.partitions import daily, day_and_shard, day_of
 from pipelines.redact.residual import patterns_for_mode
 from pipelines.resources.object_store import ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
+from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import MergeResult, Warehouse, to_arrow
 from pipelines.traces import CALL_COLUMNS, rollup
 
@@ -93,7 +94,13 @@ def _free_rows_while_writing(batch: IngestBatch) -> threading.Thread:
     partitions_def=daily,
     pool="warehouse",
 )
-def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse: Warehouse, redaction: Redaction):
+def raw_traces(
+    context: dg.AssetExecutionContext,
+    source: ObjectStore,
+    warehouse: Warehouse,
+    redaction: Redaction,
+    template_store: TemplateStore,
+):
     day, shard = day_and_shard(context, source.shard_spec)  # shard None: the whole day
     now = datetime.now(UTC)
     listed = source.list_day(day, shard)
@@ -113,7 +120,8 @@ def raw_traces(context: dg.AssetExecutionContext, source: ObjectStore, warehouse
             context.log.info(f"parsed {done}/{total} objects ({batch.records_read} records)")
         _start_workers_early(redactor, len(batch.calls) + len(batch.spans))
 
-    redactor = redaction.redactor()
+    # a templated system prompt keeps the names its template itself writes (a brand)
+    redactor = redaction.redactor(templates=template_store.source)
     # Workers freeing a day of rows take seconds to exit (one after the other): they
     # stop in a thread as soon as redaction is done, while this process converts the
     # redacted rows to Arrow and writes them.

@@ -187,10 +187,12 @@ def _documents(call: dict) -> list[dict]:
     return (call.get("retrieval") or {}).get("documents") or []
 
 
-def stage(source: Path, warehouse: Path) -> None:
-    """The `ingest` job for the day, in process (as `tracelake run ingest` runs it)."""
+def stage(source: Path, warehouse: Path, stores: Path) -> None:
+    """The `ingest` job for the day, in process (as `tracelake run ingest` runs it), with the
+    demo's ingredient stores (redaction looks the calls' templates up in them)."""
     settings = Settings.from_env()
-    settings = type(settings)(**{**settings.__dict__, "source_uri": str(source), "warehouse_uri": str(warehouse)})
+    where = {"source_uri": str(source), "warehouse_uri": str(warehouse), "stores_uri": str(stores)}
+    settings = type(settings)(**{**settings.__dict__, **where})
     job = build(settings).resolve_job_def("ingest")
     result = job.execute_in_process(
         partition_key=DAY.isoformat(), instance=dg.DagsterInstance.ephemeral(), run_config=QUIET
@@ -208,7 +210,7 @@ def main() -> None:
     console = Console()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        summary = generate(str(root / "source"), args.calls, 1, args.seed, DAY)
+        summary = generate(str(root / "source"), args.calls, 1, args.seed, DAY, stores_out=str(root / "stores"))
         console.print(
             f"demo day: {summary.calls:,} calls in {summary.objects} objects "
             f"({summary.bytes_written / 1e6:.1f} MB compressed), {os.cpu_count()} cores"
@@ -219,7 +221,7 @@ def main() -> None:
         fixed = floor(root / "source", root / "floor") if args.floor else None
         stage_s = stage_cpu = None
         if not args.no_stage:
-            _, stage_s, stage_cpu = measured(lambda: stage(root / "source", root / "warehouse"))
+            _, stage_s, stage_cpu = measured(lambda: stage(root / "source", root / "warehouse", root / "stores"))
 
     mb = raw_bytes / 1e6
     table = Table(title=f"ingest, one {summary.calls:,}-call day ({mb:.0f} MB of JSON)")

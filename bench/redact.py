@@ -50,12 +50,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pipelines.demo import generate  # noqa: E402
+from pipelines.demo.stores import aged_stores  # noqa: E402
 from pipelines.ingest import SourceObject, ingest_object  # noqa: E402
 from pipelines.redact.policy import load_policy  # noqa: E402
 from pipelines.redact.redactor import ner_enabled  # noqa: E402
 from pipelines.redact.row_fields import FIELDS, JSON, TEXT  # noqa: E402
 from pipelines.resources.object_store import ObjectStore  # noqa: E402
 from tests.redact.conftest import rows_of  # noqa: E402
+from tests.redact.labelled_corpus import TEMPLATES as CORPUS_TEMPLATES  # noqa: E402
 from tests.redact.labelled_corpus import build_corpus, person_corpus  # noqa: E402
 from tests.redact.test_recall import recall_by  # noqa: E402
 
@@ -126,6 +128,17 @@ def baseline_tree(out: Path, commit: str) -> Path:
     return tree
 
 
+def templates() -> dict[tuple[str, str], str]:
+    """The template store the stage looks the calls' templates up in, as ingest would:
+    the demo's (as the rot check finds it) and the labelled corpus's."""
+    demo = {
+        (template_id, version): source
+        for template_id, versions in aged_stores(DAY).templates.items()
+        for version, source in versions.items()
+    }
+    return {**demo, **CORPUS_TEMPLATES}
+
+
 def corpora() -> dict[str, tuple[Any, tuple[list[dict], list[dict]]]]:
     """The labelled corpora of tests/redact: (planted values, canonical rows)."""
     regex_types = build_corpus(traces=120, seed=7)
@@ -171,7 +184,7 @@ def main() -> None:
 
     tree = baseline_tree(args.out, args.baseline_commit)
     work = args.out / f"work-{args.calls}calls.pickle"
-    settings = {"mode": args.mode, "workers": args.workers, "ner": ner, "keys": KEYS}
+    settings = {"mode": args.mode, "workers": args.workers, "ner": ner, "keys": KEYS, "templates": templates()}
     work.write_bytes(pickle.dumps({**settings, "day": (calls, spans), "corpora": rows_by_corpus}, protocol=5))
 
     runs: dict[str, dict[str, Any]] = {}

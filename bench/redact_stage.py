@@ -61,9 +61,14 @@ def main() -> None:
     calls, spans = work["day"]
     # a redactor that screens the rows it makes (the text columns in its workers) is asked to
     in_redactor = "screen" in inspect.signature(Redactor.redact_rows).parameters
+    # one that looks templates up is given the store ingest gives it
+    store = work["templates"]
+    looks_up = (
+        {"templates": lambda i, v: store.get((i, v))} if "templates" in inspect.signature(Redactor).parameters else {}
+    )
     t = time.perf_counter()
     cpu = _cpu_seconds()
-    with Redactor(policy, work["mode"], keys, work["workers"], ner=work["ner"]) as redactor:
+    with Redactor(policy, work["mode"], keys, work["workers"], ner=work["ner"], **looks_up) as redactor:
         if in_redactor:
             result = redactor.redact_rows(calls, spans, screen=PATTERNS)
         else:
@@ -80,7 +85,7 @@ def main() -> None:
     screen_cpu_s = time.process_time() - screen_cpu + result.stats.get("screen_cpu_ms", 0) / 1000
     stage_cpu_s = _cpu_seconds() - cpu  # the workers have exited: their CPU is counted
     corpora = {}
-    with Redactor(policy, "placeholder", keys, 1, ner=work["ner"]) as redactor:
+    with Redactor(policy, "placeholder", keys, 1, ner=work["ner"], **looks_up) as redactor:
         for name, (c, s) in work["corpora"].items():
             out = redactor.redact_rows(c, s)
             corpora[name] = json.dumps([out.calls, out.spans], ensure_ascii=False, default=str)

@@ -45,6 +45,7 @@ from pipelines.redact.entities import (
 from pipelines.redact.names import NER_SCORE, LineNames, chunks
 from pipelines.redact.patterns import CREDENTIALS, ascii_digits, compiled, may_hold_credential
 from pipelines.redact.recognizers import PHONE_CANDIDATE, build_recognizers
+from pipelines.redact.template_text import in_template_text
 
 
 class _WithoutDetails(logging.Filter):
@@ -132,6 +133,8 @@ class Request(NamedTuple):
     context: tuple[str, ...] = ()
     restricted: bool = False
     number: bool = False
+    # a templated system prompt: its template's literal parts (``template_text``); NER keeps the names they write
+    template_text: tuple[str, ...] = ()
 
 
 def detector_versions(ner: bool) -> dict[str, str]:
@@ -280,6 +283,8 @@ class TextAnalyzer:
         if PERSON in entities:
             entities = [e for e in entities if e != PERSON]
             spans = self._names.spans(request.text)
+            if request.template_text:
+                spans = [s for s in spans if not in_template_text(request.text, *s, request.template_text)]
             hits = [h for h in (self._hit(s, e, PERSON, NER_SCORE, request) for s, e in spans) if h is not None]
         return select_non_overlapping(hits + self._patterns(request, entities))
 
@@ -291,7 +296,7 @@ class TextAnalyzer:
         if len(text) > self.settings.chunk_chars:
             hits = []
             for offset, chunk in chunks(text, self.settings.chunk_chars):
-                part = Request(chunk, request.natural_language, request.context, request.restricted, request.number)
+                part = request._replace(text=chunk)
                 hits += [
                     Hit(h.start + offset, h.end + offset, h.entity, h.score)
                     for h in select_non_overlapping(self._patterns(part, entities))

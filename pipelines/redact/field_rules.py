@@ -28,6 +28,7 @@ class FieldInfo:
     structural: bool = False
     natural_language: bool = False
     context: tuple[str, ...] = ()
+    template_text: tuple[str, ...] = ()  # a templated system prompt's: see ``template_text``
 
 
 class _Globs:
@@ -39,23 +40,25 @@ class _Globs:
         return any(fnmatchcase(key, g) for g in self.keys) or any(fnmatchcase(path, g) for g in self.paths)
 
 
-# A call rendered from a recorded template: its system prompt is operator text,
-# and the template variables (natural language) are where its user data is.
+# Where a call's rendered system prompt is
 TEMPLATED_SYSTEM = ("system_text", "request_json.system", "request_json.system.text")
 
 
 class FieldRules:
     """Classifies a field by its path (``messages.parts.text``) and key (``text``).
-    Results are cached: a day of traces has few distinct paths. ``templated``:
-    the rules for a call whose template is recorded (TEMPLATED_SYSTEM is operator text)."""
+    Results are cached: a day of traces has few distinct paths. ``template_text``:
+    the rules for a call rendered from a template in the store, whose literal parts
+    these are: a name they write in the system prompt is kept (``template_text``)."""
 
-    def __init__(self, policy: Policy, templated: bool = False):
+    def __init__(self, policy: Policy, template_text: tuple[str, ...] = ()):
         rules = policy.fields
         self._public = _Globs(rules.public)
         self._sensitive = [(entity, _Globs(globs)) for entity, globs in rules.sensitive.items()]
         self._structural = _Globs(rules.structural)
         self._natural = _Globs(rules.natural_language)
-        self._operator = _Globs(rules.operator_text + (TEMPLATED_SYSTEM if templated else ()))
+        self._operator = _Globs(rules.operator_text)
+        self._system = _Globs(TEMPLATED_SYSTEM)
+        self._template_text = template_text
         self._cache: dict[str, FieldInfo] = {}
 
     def info(self, path: str) -> FieldInfo:
@@ -74,8 +77,10 @@ class FieldRules:
             if globs.match(path, key):
                 return FieldInfo(sensitive=entity)
         context = tuple(sorted(context_forms(key) & VOCABULARY))
+        natural = self._natural.match(path, key) and not self._operator.match(path, key)
         return FieldInfo(
             structural=self._structural.match(path, key),
-            natural_language=self._natural.match(path, key) and not self._operator.match(path, key),
+            natural_language=natural,
             context=context,
+            template_text=self._template_text if natural and self._system.match(path, key) else (),
         )

@@ -35,11 +35,13 @@ class Item:
 
 def request_for(value: str, info: FieldInfo, number: bool = False) -> Request:
     # a number is never "formatted": under an id-like key it still counts, as a whole validated match
-    return Request(value, info.natural_language and not number, info.context, info.structural and not number, number)
+    natural = info.natural_language and not number
+    return Request(value, natural, info.context, info.structural and not number, number, info.template_text)
 
 
 # What one JSON text holds for the analyzer: walked once per batch, reused for every copy
-JsonKey = tuple[str, str]  # (text, path)
+# (text, path, the walker): a text under another call's rules (a templated call's twin) is its own
+JsonKey = tuple[str, str, JsonWalker]
 
 
 @dataclass(frozen=True)
@@ -47,9 +49,8 @@ class JsonContent:
     requests: frozenset[Request]
     sensitive: frozenset[tuple[str, str]]
     leaves: int
-    # what ``walker.flatten`` found (None: no JSON, one text leaf), and the walker that flattened it
+    # what ``walker.flatten`` found (None: no JSON, one text leaf)
     flat: tuple[Leaf, ...] | None = None
-    walker: JsonWalker | None = None
 
 
 class Collect:
@@ -65,7 +66,8 @@ class Collect:
 
     def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
         """A JSON text: its leaves flattened once (``walker.flatten``), visited from that list."""
-        content = self.memo.get((text, path))
+        key = (text, path, walker)
+        content = self.memo.get(key)
         if content is not None:
             self.item.requests |= content.requests
             self.item.sensitive |= content.sensitive
@@ -92,9 +94,7 @@ class Collect:
                 else:
                     self.json_text(walker, leaf.value, leaf.path, leaf.depth)
         self._open.pop()
-        self.memo[(text, path)] = JsonContent(
-            frozenset(requests), frozenset(sensitive), self.seen - seen_before, flat, walker
-        )
+        self.memo[key] = JsonContent(frozenset(requests), frozenset(sensitive), self.seen - seen_before, flat)
         if self._open:
             self._open[-1][0].update(requests)
             self._open[-1][1].update(sensitive)
@@ -167,7 +167,7 @@ class Apply:
     def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
         """A JSON text, from the leaves the collect pass flattened: only the texts
         that change are written back, into a fresh parse (no walk)."""
-        key = (text, path)
+        key = (text, path, walker)
         if self._clean(key):
             return text
         found = self.done.get(key)
@@ -177,8 +177,7 @@ class Apply:
                 self._record(*event)
             return result
         content = self.contents.get(key)
-        if content is None or content.walker is not walker:
-            # collected under another call's rules (a templated call's twin): flattened for these
+        if content is None:
             flat = walker.flatten(text, path, depth)
         else:
             flat = content.flat

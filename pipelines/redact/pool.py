@@ -145,14 +145,17 @@ def _redact_shard(
     now: datetime,
     screen: tuple[str, ...] | None,
     names: dict[str, tuple[tuple[int, int], ...]],
+    template_text: dict,
 ) -> tuple[list, list, list, dict, dict | None, dict]:
     """``Redactor.redact_columns`` of a chunk, knowing the ``names`` of the lines
-    other processes read; with ``screen`` patterns it also gives the residual-PII
-    classes of the redacted text columns (found as they are written). Last: the
+    other processes read and the ``template_text`` the caller looked up; with
+    ``screen`` patterns it also gives the residual-PII classes of the redacted
+    text columns (found as they are written). Last: the
     names of the lines NER read here for the chunk, for the others. Over
     ``names_conn``, before reading its lines NER asks the caller for the names
     of those it knows by then (``_ask_for_names``)."""
     analyzer = redactor.pool.local
+    redactor.template_text.update(template_text)
     learnt = analyzer.learn_names(names)
     mark = analyzer.names_mark()
     if names_conn is not None:
@@ -383,10 +386,11 @@ class _Feeder:
         now: datetime,
         screen: tuple[str, ...] | None,
         analyzer: TextAnalyzer,
+        template_text: dict,
     ):
         self.worker, self.chunks, self.back = worker, chunks, back
         self.rows = (calls, spans)
-        self.now, self.screen, self.analyzer = now, screen, analyzer
+        self.now, self.screen, self.analyzer, self.template_text = now, screen, analyzer, template_text
         self.slots = threading.Semaphore(PREFETCH)
         self.sent: queue.SimpleQueue = queue.SimpleQueue()
         for target in (self._send, self._receive):
@@ -408,7 +412,8 @@ class _Feeder:
                 mark = self.analyzer.names_mark()
                 names = self.analyzer.names_since(told)
                 told = mark
-                self.worker.send(("redact", shard_calls, shard_spans, self.now, self.screen, names))
+                message = ("redact", shard_calls, shard_spans, self.now, self.screen, names, self.template_text)
+                self.worker.send(message)
                 self.sent.put(chunk)
         except BaseException as e:
             self.chunks.close()
@@ -517,18 +522,22 @@ class AnalyzerPool:
         now: datetime,
         screen: tuple[str, ...] | None,
         here: Callable[[list[dict], list[dict]], tuple],
+        template_text: dict | None = None,
     ) -> Iterator[tuple[list[int], list[int], tuple[list, list, list, dict, dict | None]]]:
         """The rows in chunks of whole traces taken from one queue by the caller and
         ``workers - 1`` processes until it is empty: (call positions, span positions,
         ``Redactor.redact_columns`` of those rows) per chunk, as each is done. The
         caller redacts its chunks by ``here(calls, spans)``, and between them yields
         the workers' chunks that came back, so that they are finished while the
-        workers still redact."""
+        workers still redact. ``template_text``: ``Redactor.template_text``, sent with each chunk."""
         workers = self.start_workers()
         chunks = TraceQueue(calls, spans, len(workers) + 1)
         analyzer = self.local
         back: queue.SimpleQueue = queue.SimpleQueue()
-        feeders = [_Feeder(worker, chunks, back, calls, spans, now, screen, analyzer) for worker in workers]
+        feeders = [
+            _Feeder(worker, chunks, back, calls, spans, now, screen, analyzer, template_text or {})
+            for worker in workers
+        ]
         running = len(feeders)
         finished = False
 

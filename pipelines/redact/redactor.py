@@ -44,6 +44,7 @@ from pipelines.redact.pool import AnalyzerPool, WorkerConfig
 from pipelines.redact.residual import IDENTIFIER_COLUMNS, RowScreen, TextScreen, merge_residuals
 from pipelines.redact.row_fields import walk_row
 from pipelines.redact.substitution import TraceSubstitutions, check_mode
+from pipelines.redact.template_text import literal_parts
 from pipelines.redact.walker import JsonWalker
 
 REDACTED_FLAG = "redacted"
@@ -58,6 +59,10 @@ SETTLED = "settled"
 # shorter values are not looked for elsewhere in the trace ("Ana" inside "Banana")
 MIN_PROPAGATED_CHARS = 4
 CACHE_LIMIT = 500_000
+
+# (template_id, version) -> the template's source in the store today; None when it has none
+TemplateSource = Callable[[str, str], str | None]
+TemplateKey = tuple[str | None, str | None]
 
 
 @dataclass
@@ -133,6 +138,11 @@ class Redactor:
     batches. Analysis results are cached for the redactor's life, so keep one
     redactor per run. Use it as a context manager, or call ``close()``, to
     stop the workers.
+
+    ``templates``: where a call's recorded template is looked up. NER reads
+    every system prompt; in one rendered from a template found there, a name
+    inside the template's own text is kept (``template_text``). Without it, or
+    for a template the store does not have, the whole prompt is user text.
     """
 
     def __init__(
@@ -143,6 +153,7 @@ class Redactor:
         workers: int = 1,
         *,
         ner: bool | None = None,
+        templates: TemplateSource | None = None,
     ):
         self.policy = policy or load_policy()
         self.mode = check_mode(mode)
@@ -153,7 +164,10 @@ class Redactor:
         self.settings = detector_settings(self.policy, self.ner)
         self.rules = FieldRules(self.policy)
         self.walker = JsonWalker(self.rules)
-        self.templated_walker = JsonWalker(FieldRules(self.policy, templated=True))
+        self.templates = templates
+        # per recorded template: its literal parts (empty: not in the store), and the walker using them
+        self.template_text: dict[TemplateKey, tuple[str, ...]] = {}
+        self._template_walkers: dict[TemplateKey, JsonWalker] = {}
         self.pool = AnalyzerPool(self.settings, workers, WorkerConfig(self.policy, self.mode, self.keys, self.ner))
         self._cache: dict[Request, list[Hit]] = {}
         # set in a worker process while it redacts a chunk: learns the names of NER's lines from the caller
@@ -192,6 +206,7 @@ class Redactor:
         ``settled``: table -> ``residual.settled_cells`` of these rows as given: the
         screen does not judge those values again, but in ``REWRITTEN_COLUMNS``."""
         now = now or datetime.now(UTC)
+        self.look_up_templates(calls)
         patterns = tuple(screen) if screen is not None else None
         kept = {
             table: {column: np.asarray(cells, dtype=bool) for column, cells in columns.items()}
@@ -327,10 +342,26 @@ class Redactor:
             stats["screen_cpu_ms"] += round((time.process_time() - started) * 1000)
         return call_updates, span_updates, audit, stats, found
 
+    def look_up_templates(self, calls: Iterable[Mapping[str, Any]]) -> None:
+        """Learn the literal parts of the templates these calls record, from ``templates``
+        (once per template version in a redactor's life; workers are sent what was learnt)."""
+        keys = {(call.get("template_id"), call.get("template_version")) for call in calls}
+        for key in keys - self.template_text.keys():
+            template_id, version = key
+            source = self.templates(template_id, version) if self.templates and template_id and version else None
+            self.template_text[key] = literal_parts(source) if source else ()
+
     def _walker_for(self, call: dict[str, Any]) -> JsonWalker:
-        """A call with a recorded template: NER looks at its variables, not at the operator's system prompt."""
-        templated = call.get("template_id") or call.get("template_version")
-        return self.templated_walker if templated else self.walker
+        """A call rendered from a template the store has: the rules that keep the names of
+        the template's own text in its system prompt. Any other call: the default rules."""
+        key = (call.get("template_id"), call.get("template_version"))
+        walker = self._template_walkers.get(key)
+        if walker is None:
+            literals = self.template_text.get(key)
+            if not literals:
+                return self.walker
+            walker = self._template_walkers[key] = JsonWalker(FieldRules(self.policy, template_text=literals))
+        return walker
 
     @gc_paused()
     def _redact_in_workers(
@@ -358,7 +389,7 @@ class Redactor:
         # one identifier screen for every shard: a model, a service, a session id is judged once
         id_screen = RowScreen(self.policy, screen or ())
 
-        for call_at, span_at, shard in self.pool.redact_shards(calls, spans, now, screen, here):
+        for call_at, span_at, shard in self.pool.redact_shards(calls, spans, now, screen, here, self.template_text):
             c_updates, s_updates, s_audit, s_stats, text_found = shard
             for table, rows, at, updates, out in (
                 ("calls", calls, call_at, c_updates, out_calls),

@@ -16,7 +16,7 @@ from pipelines.redact import load_policy as load_redaction_policy
 from pipelines.retention.policy import Policy, load_policy
 
 if TYPE_CHECKING:  # presidio takes seconds to import: only when a run redacts
-    from pipelines.redact.redactor import Redactor
+    from pipelines.redact.redactor import Redactor, TemplateSource
 
 
 class RetentionPolicy(dg.ConfigurableResource):
@@ -44,7 +44,8 @@ class Redaction(dg.ConfigurableResource):
     def policy(self) -> RedactionPolicy:
         return load_redaction_policy(self.policy_path)
 
-    def redactor(self) -> Redactor:
+    def redactor(self, templates: TemplateSource | None = None) -> Redactor:
+        """``templates``: where a call's recorded template is looked up (``TemplateStore.source``)."""
         from pipelines.redact.redactor import Redactor
 
-        return Redactor(self.policy(), self.mode, KeyRing.from_env(), self.workers, ner=self.ner)
+        return Redactor(self.policy(), self.mode, KeyRing.from_env(), self.workers, ner=self.ner, templates=templates)

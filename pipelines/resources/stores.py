@@ -123,6 +123,26 @@ class TemplateStore(_Store):
         )
         return TemplateVersion(template_id, version, parse_template_source(data, self.files.where(key)), metadata)
 
+    def source(self, template_id: str, version: str) -> str | None:
+        """A template version's Jinja2 source as redaction looks it up (``Redactor(templates=)``):
+        None when the store has no such version, when it is not UTF-8, or when the id or
+        version a trace recorded could not name a file of the store."""
+        if not (_names_a_file(template_id) and _names_a_file(version)):
+            return None
+        key = template_key(template_id, version)
+        data = self.files.read(key)
+        if data is None:
+            return None
+        try:
+            return parse_template_source(data, self.files.where(key))
+        except StoreFileError:
+            return None
+
+
+def _names_a_file(part: str) -> bool:
+    """A trace's template id or version used in a store key: no separator, no way up."""
+    return bool(part) and "/" not in part and "\\" not in part and part not in (".", "..")
+
 
 class DocumentStore(_Store):
     """Index snapshots (doc id -> text) and which snapshot is current."""

@@ -29,6 +29,17 @@ from pipelines.redact.entities import CARD, CNPJ, CPF, CREDENTIAL, EMAIL, IBAN, 
 
 REGEX_TYPES = (EMAIL, PHONE, CARD, IBAN, IP, SSN, CPF, CNPJ, CREDENTIAL)
 
+# The template store of the corpus: its system prompts were rendered from this, with a
+# ``customer`` the capture did not record (the recorded variables are others)
+TEMPLATES = {
+    ("support-system", "v3"): "You are the support assistant for Acme. Customer on file: {{ customer }}",
+}
+
+
+def template_source(template_id: str, version: str) -> str | None:
+    """``Redactor(templates=)`` for the corpus."""
+    return TEMPLATES.get((template_id, version))
+
 
 @dataclass(frozen=True)
 class Planted:

@@ -1,8 +1,11 @@
 """Where NER reads (issue 13): user and assistant turns, tool arguments and
-results, template variables and documents, and system prompts only when no
-template is recorded; each distinct line once per batch. A name NER finds in
-a template variable or a document is still replaced where the rendered
-system prompt quotes it, and the regex recognizers still read everything."""
+results, template variables, documents and system prompts; each distinct line
+once per batch. In a system prompt rendered from a template the store has, a
+name inside the template's own text is the operator's and is kept; a name the
+template does not write (a variable not recorded, a sentence appended, a
+template no longer in the store) is replaced. A name NER finds in a template
+variable or a document is also replaced where the rendered system prompt
+quotes it, and the regex recognizers still read everything."""
 
 from __future__ import annotations
 
@@ -22,12 +25,28 @@ AUTHOR = "Rafael Nogueira"
 CPF = "529.982.247-25"
 
 
+# the template store of these tests: (template id, version) -> source
+TEMPLATES = {
+    ("support-answer", "variable"): (
+        f"Você é o assistente {BRAND}. Atenda a cliente {{{{ cliente }}}} com cordialidade. "
+        "CPF em cadastro: {{ cpf }}."
+    ),
+    ("support-answer", "document"): (
+        f"Você é o assistente {BRAND}. Documentos:\n{{% for d in documents %}}<document>\n{{{{ d.text }}}}\n</document>"
+        "{% endfor %}"
+    ),
+    ("support-answer", "operator"): f"Você é o assistente {BRAND}. Seu supervisor é {AUTHOR}.",
+    ("support-answer", "note"): f"Você é o assistente {BRAND}.\n{{{{ nota }}}}",
+}
+
+
 def templated_call(trace: str, system: str, variables: dict, documents: list[str], user: str) -> dict:
+    """A call recording version ``trace`` of the template ``support-answer``."""
     return {
         "trace_id": trace,
         "occurred_at": "2026-11-20T10:00:00+00:00",
         "model": {"id": "claude-sonnet-4-5-20250929"},
-        "prompt": {"template_id": "support-answer", "version": "3", "variables": variables},
+        "prompt": {"template_id": "support-answer", "version": trace, "variables": variables},
         "request": {
             "model": "claude-sonnet-4-5-20250929",
             "max_tokens": 256,
@@ -39,9 +58,13 @@ def templated_call(trace: str, system: str, variables: dict, documents: list[str
     }
 
 
+def template_store(template_id: str, version: str) -> str | None:
+    return TEMPLATES.get((template_id, version))
+
+
 @pytest.fixture(scope="module")
 def redactor():
-    with Redactor(mode="placeholder", keys=KEYS, ner=True) as redactor:
+    with Redactor(mode="placeholder", keys=KEYS, ner=True, templates=template_store) as redactor:
         yield redactor
 
 
@@ -51,7 +74,7 @@ def redact(redactor: Redactor, documents: list[dict]):
 
 
 def test_a_name_in_a_template_variable_is_replaced_in_both_places(redactor):
-    # the name is nowhere else in the trace: only the variable (read by NER) and the rendered prompt (not read)
+    # the name is nowhere else in the trace: only the variable and the rendered prompt
     system = f"Você é o assistente {BRAND}. Atenda a cliente {CUSTOMER} com cordialidade. CPF em cadastro: {CPF}."
     doc = templated_call("variable", system, {"cliente": CUSTOMER}, [], "Oi, meu pedido não chegou")
     (call,) = redact(redactor, [doc]).calls
@@ -60,7 +83,7 @@ def test_a_name_in_a_template_variable_is_replaced_in_both_places(redactor):
     assert CUSTOMER not in call["system_text"] and f"cliente {replaced} com" in call["system_text"]
     request_system = json.loads(call["request_json"])["system"]
     assert request_system == call["system_text"]
-    assert BRAND in call["system_text"]  # operator text: NER did not read it
+    assert BRAND in call["system_text"]  # the template's own text: the operator's
     assert CPF not in call["system_text"] and "<BR_CPF_1>" in call["system_text"]  # patterns did
 
 
@@ -121,12 +144,55 @@ def test_an_untemplated_system_prompt_is_read_by_ner(redactor):
     assert CUSTOMER not in call["system_text"] and "<PERSON_1>" in call["system_text"]
 
 
-def test_a_templated_system_prompt_is_not_read_by_ner(redactor):
-    # a name only in the rendered prompt of a recorded template is operator text (not a variable's value)
+def test_a_name_the_template_itself_writes_is_kept(redactor):
+    # a name in the template's own text is the operator's (not a variable's value)
     system = f"Você é o assistente {BRAND}. Seu supervisor é {AUTHOR}."
     doc = templated_call("operator", system, {"idioma": "pt"}, [], "Oi")
     (call,) = redact(redactor, [doc]).calls
     assert AUTHOR in call["system_text"] and BRAND in call["system_text"]
+
+
+def test_a_name_the_template_does_not_write_is_replaced_and_the_brand_kept(redactor):
+    # the capture recorded no ``nota``: the customer's name is in no variable, only in the prompt
+    system = f"Você é o assistente {BRAND}.\nCliente em cadastro: {CUSTOMER}, atendida ontem."
+    doc = templated_call("note", system, {"idioma": "pt"}, [], "Oi")
+    (call,) = redact(redactor, [doc]).calls
+    assert CUSTOMER not in call["system_text"] and "Cliente em cadastro: <PERSON_1>, atendida" in call["system_text"]
+    assert BRAND in call["system_text"]
+    assert CUSTOMER not in call["request_json"]
+
+
+def test_a_template_edited_since_the_call_keeps_only_the_names_it_still_writes(redactor):
+    # the template read "Seu supervisor é <AUTHOR>" when the call was made; today it names nobody
+    edited = {**TEMPLATES, ("support-answer", "operator"): f"Você é o assistente {BRAND}. Seja breve."}
+    system = f"Você é o assistente {BRAND}. Seu supervisor é {AUTHOR}."
+    doc = templated_call("operator", system, {"idioma": "pt"}, [], "Oi")
+    with Redactor(mode="placeholder", keys=KEYS, ner=True, templates=lambda i, v: edited.get((i, v))) as fresh:
+        (call,) = redact(fresh, [doc]).calls
+    assert AUTHOR not in call["system_text"] and BRAND in call["system_text"]
+
+
+def test_a_template_the_store_does_not_have_leaves_its_whole_prompt_to_ner(redactor):
+    system = f"Você é o assistente {BRAND}. Seu supervisor é {AUTHOR}."
+    doc = templated_call("deleted", system, {"idioma": "pt"}, [], "Oi")
+    (call,) = redact(redactor, [doc]).calls
+    assert AUTHOR not in call["system_text"]
+    with Redactor(mode="placeholder", keys=KEYS, ner=True) as no_store:
+        (call,) = redact(no_store, [templated_call("operator", system, {"idioma": "pt"}, [], "Oi")]).calls
+    assert AUTHOR not in call["system_text"]
+
+
+def test_a_call_and_its_twin_under_another_template_are_each_redacted_by_their_own_rules(redactor):
+    # the same request bytes recorded with two template versions: one writes the name, one does not
+    system = f"Você é o assistente {BRAND}. Seu supervisor é {AUTHOR}."
+    kept = templated_call("operator", system, {"idioma": "pt"}, [], "Oi")
+    unknown = {**templated_call("deleted", system, {"idioma": "pt"}, [], "Oi"), "trace_id": "twin"}
+    for documents in ([kept, unknown], [unknown, kept]):
+        first, second = redact(redactor, documents).calls
+        for call in (first, second):
+            request_system = json.loads(call["request_json"])["system"]
+            assert request_system == call["system_text"]
+            assert (AUTHOR in request_system) == (call["template_version"] == "operator")
 
 
 def test_loading_the_ner_model_inside_a_batch_leaves_gc_paused():

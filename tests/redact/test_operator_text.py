@@ -1,5 +1,6 @@
 """Operator-written text is not mistaken for PII (issue 9): a brand in a system
-prompt rendered from a recorded template or in a tool description survives,
+prompt rendered from a template the store has (in the template's own text) or
+in a tool description survives,
 while a customer's name in a template variable is still found, there and in
 the rendered prompt; without a template, the allow-list keeps the brand."""
 
@@ -15,6 +16,8 @@ from tests.redact.conftest import KEYS, rows_of
 BRAND = "Loja Aurora"
 CUSTOMER = "Maria Eduarda Carvalho"
 SYSTEM = f"Você é o assistente {BRAND}. Atenda a cliente {CUSTOMER} com cordialidade."
+# the store's template that SYSTEM was rendered from
+TEMPLATE = f"Você é o assistente {BRAND}. Atenda a cliente {{{{ cliente }}}} com cordialidade."
 TOOL = {
     "name": "consultar_pedido",
     "description": f"Consulta um pedido da {BRAND} pelo número",
@@ -43,7 +46,11 @@ def document(templated: bool) -> dict:
 
 def redact(documents: list[dict], policy=None) -> list[dict]:
     calls, spans = rows_of(documents)
-    with Redactor(policy or load_policy(), mode="placeholder", keys=KEYS, ner=True) as redactor:
+
+    def templates(template_id: str, version: str) -> str | None:
+        return TEMPLATE if (template_id, version) == ("support-answer", "3") else None
+
+    with Redactor(policy or load_policy(), mode="placeholder", keys=KEYS, ner=True, templates=templates) as redactor:
         return redactor.redact_rows(calls, spans).calls
 
 

@@ -12,7 +12,7 @@ from pipelines.redact.redactor import Redactor
 from pipelines.redact.residual import PATTERNS, row_residuals
 from pipelines.redact.screen import screen_rows
 from tests.redact.conftest import KEYS, rows_of
-from tests.redact.test_ner_scope import AUTHOR, untemplated_call
+from tests.redact.test_ner_scope import AUTHOR, BRAND, template_store, templated_call, untemplated_call
 
 NOW = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
 
@@ -146,12 +146,12 @@ def test_a_chunk_uses_the_names_other_processes_read_and_gives_back_those_it_rea
     with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True) as one:
         single = one.redact_rows(calls, spans, now=NOW)
     with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True) as first:
-        *_, names = pool._redact_shard(first, None, calls[:3], spans, NOW, None, {})
+        *_, names = pool._redact_shard(first, None, calls[:3], spans, NOW, None, {}, {})
     assert names and all(isinstance(spans_, tuple) for spans_ in names.values())
     shared = {line: found for line, found in names.items() if any(line in c["system_text"] for c in calls[3:])}
     assert shared  # the system prompt's lines every call holds
     with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True) as second:
-        updates, _, audit, stats, _, read = pool._redact_shard(second, None, calls[3:], [], NOW, None, shared)
+        updates, _, audit, stats, _, read = pool._redact_shard(second, None, calls[3:], [], NOW, None, shared, {})
     assert not set(read) & set(shared)  # learnt, not read again
     assert stats["ner_lines_received"] == len(shared)
     rows = [{**call, **update} for call, update in zip(calls[3:], updates, strict=True)]
@@ -180,6 +180,29 @@ def test_a_line_both_processes_need_is_read_in_one_and_the_rows_are_those_of_one
     assert all(AUTHOR not in call["system_text"] for call in sharded.calls)
     # each process reads a line at most once: at most the shared lines twice
     assert single.stats["ner_lines"] <= sharded.stats["ner_lines"] <= single.stats["ner_lines"] + 4
+
+
+def test_the_workers_keep_the_names_a_template_writes_as_one_process_does(monkeypatch):
+    """The templates are looked up by the caller and sent with each chunk: a worker's
+    chunk keeps the operator's names of a template the store has, and reads the whole
+    prompt of one it does not have, as the caller's own chunks do."""
+    monkeypatch.setattr(pool, "MIN_POOL_ROWS", 10)
+    monkeypatch.setattr(pool, "TAKE_DIVISOR", 1_000)
+    monkeypatch.setattr(pool, "MIN_CHUNK_DIVISOR", 1_000_000)
+    system = f"Você é o assistente {BRAND}. Seu supervisor é {AUTHOR}."
+    documents = []
+    for n in range(24):
+        doc = templated_call("operator" if n % 2 else "deleted", system, {"idioma": "pt"}, [], f"Oi, pedido {n}")
+        documents.append({**doc, "trace_id": f"templated-{n}"})
+    calls, spans = rows_of(documents)
+    with Redactor(mode="placeholder", keys=KEYS, workers=1, ner=True, templates=template_store) as one:
+        single = one.redact_rows(calls, spans, now=NOW)
+    with Redactor(mode="placeholder", keys=KEYS, workers=2, ner=True, templates=template_store) as two:
+        sharded = two.redact_rows(calls, spans, now=NOW)
+        assert len(two.pool._processes) == 1
+    assert (sharded.calls, sharded.spans, sharded.audit) == (single.calls, single.spans, single.audit)
+    kept = [(AUTHOR in call["system_text"], call["template_version"]) for call in sharded.calls]
+    assert set(kept) == {(True, "operator"), (False, "deleted")}
 
 
 def test_a_chunk_failing_here_fails_the_batch_and_the_next_batch_starts_workers_afresh(corpus_rows, monkeypatch):

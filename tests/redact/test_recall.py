@@ -12,8 +12,8 @@ import pytest
 
 from pipelines.redact import nlp
 from pipelines.redact.redactor import Redactor
-from tests.redact.conftest import KEYS
-from tests.redact.labelled_corpus import PERSON, REGEX_TYPES, Planted, person_corpus
+from tests.redact.conftest import KEYS, rows_of
+from tests.redact.labelled_corpus import PERSON, REGEX_TYPES, Planted, person_corpus, template_source
 
 MIN_RECALL = 0.99
 
@@ -83,6 +83,25 @@ def test_names_without_ner_come_only_from_key_names(names):
     # a name under customer_name/nome/full_name is replaced whole; in prose it needs NER
     assert recall["tool_args"][1] == 1.0 and recall["template_variables"][1] == 1.0
     assert recall["user_turn"][1] == 0.0
+
+
+def test_a_recorded_template_hides_no_name_it_does_not_write(names):
+    """Canonical rows of calls recording their template, redacted with the template in the
+    store: the names in the system prompt that the template does not write (a variable the
+    capture left out) are found as when the prompt is read whole (raw documents), and the
+    template's own text is kept."""
+    calls, spans = rows_of(names.documents)
+    assert calls and all(c["template_id"] == "support-system" for c in calls if c["system_text"])
+    with Redactor(mode="placeholder", keys=KEYS, ner=True, templates=template_source) as redactor:
+        out = redactor.redact_rows(calls, spans)
+    blob = json.dumps([out.calls, out.spans], ensure_ascii=False, default=str)
+    on_rows = recall_by(names.planted, blob, lambda p: p.where.split(":")[0])
+    whole = name_recall(names, ner=True)
+    report("PERSON with NER on canonical rows, templates in the store", on_rows)
+    assert on_rows["system_prompt"][0] > 10
+    assert on_rows["system_prompt"][1] >= whole["system_prompt"][1]
+    assert all("You are the support assistant for Acme. Customer on file: " in c["system_text"] for c in out.calls
+               if c["system_text"])  # fmt: skip
 
 
 def test_names_with_ner(names):

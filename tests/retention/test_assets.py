@@ -82,6 +82,7 @@ def test_the_retention_stage_job_runs_next_to_the_other_stages(warehouse, demo):
     """A stage job named `retention` (as pipelines/jobs.py names stages) does not clash with the asset's op."""
     from assets import ingest
     from pipelines.resources.object_store import ObjectStore
+    from pipelines.resources.stores import TemplateStore
 
     stage = dg.define_asset_job("retention", selection=dg.AssetSelection.groups("retention"))
     defs = dg.Definitions(
@@ -91,6 +92,7 @@ def test_the_retention_stage_job_runs_next_to_the_other_stages(warehouse, demo):
             "warehouse": warehouse,
             "retention_policy": RetentionPolicy(),
             "redaction": Redaction(),
+            "template_store": TemplateStore(uri=str(demo.root / "stores")),  # none: prompts read whole
             "source": ObjectStore(uri=demo.source),
         },
     )
