@@ -43,7 +43,7 @@ from pipelines.redact.entities import (
     UNAMBIGUOUS_WHEN_FORMATTED,
 )
 from pipelines.redact.names import NER_SCORE, LineNames, chunks
-from pipelines.redact.patterns import CREDENTIALS, ascii_digits, compiled, may_hold_credential
+from pipelines.redact.patterns import CREDENTIALS, ascii_digits, compiled, may_hold_credential, with_ascii_digits
 from pipelines.redact.recognizers import PHONE_CANDIDATE, build_recognizers
 from pipelines.redact.template_text import in_template_text
 
@@ -64,7 +64,9 @@ for _name in ("presidio-analyzer", "presidio-anonymizer"):
     logging.getLogger(_name).addFilter(_WithoutDetails())
 
 # Bumped whenever recognizers or their scoring change; stored in the audit.
-RECOGNIZERS_VERSION = "tracelake-redact-2"  # 2: names found line by line
+# 2: names found line by line; 3: system prompts read by NER (a template's own names kept),
+# other scripts' digits read as ASCII ones
+RECOGNIZERS_VERSION = "tracelake-redact-3"
 # Entities whose recognizers use context words: only texts that may hold one
 # of them pay for tokenization.
 _CONTEXTUAL = frozenset(entity for entity, words in CONTEXT.items() if words)
@@ -200,7 +202,7 @@ class TextAnalyzer:
         most trace text cheap. A digit count rules out most; then each
         recognizer's own patterns, searched without presidio's per-call cost,
         tell whether it can match (so skipping never loses a match)."""
-        text = request.text
+        text = with_ascii_digits(request.text)
         allowed = (*UNAMBIGUOUS, *UNAMBIGUOUS_WHEN_FORMATTED) if request.restricted else ENTITIES
         digits = ascii_digits(text)
         wanted = []
@@ -292,6 +294,8 @@ class TextAnalyzer:
         """Hits of every recognizer but NER."""
         if not entities:
             return []
+        # the patterns read other scripts' digits as ASCII ones, at the same positions
+        request = request._replace(text=with_ascii_digits(request.text))
         text = request.text
         if len(text) > self.settings.chunk_chars:
             hits = []

@@ -9,11 +9,25 @@ presidio uses). A pattern with a ``secret`` group reports only that group
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from dataclasses import dataclass
 
 import regex
 
 _DIGIT_BYTES = b"0123456789"
+# a decimal digit of another script: Arabic-Indic, Devanagari, fullwidth (what a CJK IME types)...
+_OTHER_DIGIT = re.compile(r"(?![0-9])\d")
+
+
+def with_ascii_digits(text: str) -> str:
+    """``text`` with every decimal digit of another script written as its ASCII digit:
+    one character for one, so positions stay those of ``text``. The recognizers and
+    the residual scan read this: a CPF or card typed in fullwidth or Arabic-Indic digits
+    is the same number, and the check-digit validators know ASCII digits only."""
+    if text.isascii() or _OTHER_DIGIT.search(text) is None:
+        return text
+    return _OTHER_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text)
 
 
 def ascii_digits(text: str) -> int:

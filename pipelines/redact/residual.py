@@ -281,6 +281,7 @@ class _Counter:
     def _text(self, value: str, structural: bool) -> None:
         if not may_match(value):
             return
+        value = patterns.with_ascii_digits(value)  # as the recognizers read it
         if "email" in self.wanted and "@" in value:
             for m in _email_pattern().finditer(value):
                 if _is_personal_email(m.group()) and not self._allowed(m.group()):

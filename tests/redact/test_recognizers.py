@@ -178,3 +178,31 @@ def test_builds_and_runs_without_network(monkeypatch):
     monkeypatch.setattr(socket, "create_connection", no_network)
     analyzer = TextAnalyzer()
     assert found(analyzer, "email ana@empresa.com.br") == [("EMAIL_ADDRESS", "ana@empresa.com.br")]
+
+
+# digits of other scripts: Arabic-Indic, fullwidth (what a CJK input method types), Devanagari
+OTHER_DIGITS = {
+    "arabic-indic": str.maketrans("0123456789", "٠١٢٣٤٥٦٧٨٩"),
+    "fullwidth": str.maketrans("0123456789", "０１２３４５６７８９"),
+    "devanagari": str.maketrans("0123456789", "०१२३४५६७८९"),
+}
+DIGIT_VALUES = ["529.982.247-25", "52998224725", "11.222.333/0001-81", "4111 1111 1111 1111", "4111111111111111",
+                "(11) 98765-4321", "SSN 536-90-4399"]  # fmt: skip
+
+
+@pytest.mark.parametrize("script", OTHER_DIGITS)
+def test_a_number_written_in_another_scripts_digits_is_found_as_in_ascii_digits(analyzer, script):
+    digits = OTHER_DIGITS[script]
+    for value in DIGIT_VALUES:
+        text = f"Olá, o número é {value}, obrigado."
+        expected = [(entity, match.translate(digits)) for entity, match in found(analyzer, text, natural_language=True)]
+        assert expected, value
+        assert found(analyzer, text.translate(digits), natural_language=True) == expected
+        # mixed with ASCII digits in one text, each at its own place
+        mixed = f"{value} e {value.translate(digits)}"
+        assert [m for _, m in found(analyzer, mixed, natural_language=True)] == [
+            *(m for _, m in found(analyzer, value, natural_language=True)),
+            *(m for _, m in expected),
+        ]
+    invalid = "529.982.247-26".translate(digits)  # wrong check digits, whatever the script
+    assert found(analyzer, f"cpf {invalid}", natural_language=True) == []

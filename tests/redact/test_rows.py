@@ -198,3 +198,28 @@ def test_audit_field_paths_never_carry_keys_that_are_data(placeholder_redactor):
     audit = placeholder_redactor.redact_rows(calls, spans).audit[0]
     assert any(f.startswith("extra_json.balances.*") for f in audit["fields"])
     assert "maria" not in json.dumps(audit, default=str)
+
+
+def test_numbers_in_another_scripts_digits_are_replaced_in_every_column(placeholder_redactor):
+    """A CPF and a card typed in fullwidth digits (a CJK input method) in a user turn and
+    in tool arguments: gone from the stored row and its request, and the scan finds none."""
+    from pipelines.redact.residual import row_residuals
+    from tests.redact.test_modes import CARD, CPF
+
+    fullwidth = str.maketrans("0123456789", "０１２３４５６７８９")
+    cpf, card = CPF.translate(fullwidth), CARD.translate(fullwidth)
+    document = trace_document("wide-digits")
+    request = document["request"]
+    request["messages"][0]["content"] = f"Meu CPF é {cpf} e o cartão {card}."
+    request["messages"][1]["content"][0]["input"] = {"documento": cpf}
+    calls, spans = rows_of([document])
+    (call,) = placeholder_redactor.redact_rows(calls, spans).calls
+    stored = json.dumps(call, ensure_ascii=False, default=str)
+    assert cpf not in stored and card not in stored
+    assert "<BR_CPF_1>" in call["messages"][0]["parts"][0]["text"]
+    assert "<CREDIT_CARD_1>" in json.loads(call["request_json"])["messages"][0]["content"]
+    policy = load_policy()
+    assert not any(row_residuals([call], "calls", policy)[0])
+    # and the scan, the second line, finds such a number where one is left
+    left = {**call, "system_text": f"documento {cpf}"}
+    assert "cpf" in row_residuals([left], "calls", policy)[0]
