@@ -14,7 +14,6 @@ contenders interleaved round by round: ``Redactor.redact_rows`` with
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import pickle
 import subprocess
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 def stage_cpu(tree: str, work: str, everywhere: bool) -> dict[str, float]:
     """Run in the contender's process: ``tree``'s code first on the path."""
     sys.path.insert(0, tree)
+    from bench.redact_stage import template_lookup
     from pipelines.redact.keys import KeyRing
     from pipelines.redact.policy import load_policy
     from pipelines.redact.redactor import Redactor
@@ -40,10 +40,7 @@ def stage_cpu(tree: str, work: str, everywhere: bool) -> dict[str, float]:
     calls, spans = data["day"]
     policy = load_policy()
     keys = KeyRing.from_secrets(*data["keys"])
-    store = data["templates"]  # a redactor that looks templates up gets the store ingest gives it
-    looks_up = (
-        {"templates": lambda i, v: store.get((i, v))} if "templates" in inspect.signature(Redactor).parameters else {}
-    )
+    looks_up = template_lookup(Redactor, data["templates"])
     start = time.process_time()
     with Redactor(policy, "placeholder", keys, 1, ner=True, **looks_up) as redactor:
         result = redactor.redact_rows(calls, spans)

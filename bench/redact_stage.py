@@ -36,6 +36,14 @@ if os.environ.get(NER_EVERYWHERE) == "1" and __name__ != "__main__":
     _Redactor._walker_for = lambda self, call: self.walker
 
 
+def template_lookup(redactor_class: type, store: dict) -> dict:
+    """``templates=`` for a redactor that looks a call's template up (given the store ingest
+    gives it); nothing for one that does not (the baseline commit's)."""
+    if "templates" not in inspect.signature(redactor_class).parameters:
+        return {}
+    return {"templates": lambda template_id, version: store.get((template_id, version))}
+
+
 def _cpu_seconds() -> float:
     """CPU-seconds of this process and of its children that have exited (the workers)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
@@ -61,11 +69,7 @@ def main() -> None:
     calls, spans = work["day"]
     # a redactor that screens the rows it makes (the text columns in its workers) is asked to
     in_redactor = "screen" in inspect.signature(Redactor.redact_rows).parameters
-    # one that looks templates up is given the store ingest gives it
-    store = work["templates"]
-    looks_up = (
-        {"templates": lambda i, v: store.get((i, v))} if "templates" in inspect.signature(Redactor).parameters else {}
-    )
+    looks_up = template_lookup(Redactor, work["templates"])
     t = time.perf_counter()
     cpu = _cpu_seconds()
     with Redactor(policy, work["mode"], keys, work["workers"], ner=work["ner"], **looks_up) as redactor:

@@ -41,7 +41,7 @@ class _Globs:
 
 
 # Where a call's rendered system prompt is
-TEMPLATED_SYSTEM = ("system_text", "request_json.system", "request_json.system.text")
+SYSTEM_PROMPT_FIELDS = ("system_text", "request_json.system", "request_json.system.text")
 
 
 class FieldRules:
@@ -57,7 +57,7 @@ class FieldRules:
         self._structural = _Globs(rules.structural)
         self._natural = _Globs(rules.natural_language)
         self._operator = _Globs(rules.operator_text)
-        self._system = _Globs(TEMPLATED_SYSTEM)
+        self._system = _Globs(SYSTEM_PROMPT_FIELDS)
         self._template_text = template_text
         self._cache: dict[str, FieldInfo] = {}
 

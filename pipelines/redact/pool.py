@@ -522,7 +522,7 @@ class AnalyzerPool:
         now: datetime,
         screen: tuple[str, ...] | None,
         here: Callable[[list[dict], list[dict]], tuple],
-        template_text: dict | None = None,
+        template_text: dict,
     ) -> Iterator[tuple[list[int], list[int], tuple[list, list, list, dict, dict | None]]]:
         """The rows in chunks of whole traces taken from one queue by the caller and
         ``workers - 1`` processes until it is empty: (call positions, span positions,
@@ -535,8 +535,7 @@ class AnalyzerPool:
         analyzer = self.local
         back: queue.SimpleQueue = queue.SimpleQueue()
         feeders = [
-            _Feeder(worker, chunks, back, calls, spans, now, screen, analyzer, template_text or {})
-            for worker in workers
+            _Feeder(worker, chunks, back, calls, spans, now, screen, analyzer, template_text) for worker in workers
         ]
         running = len(feeders)
         finished = False

@@ -44,6 +44,5 @@ def in_template_text(text: str, start: int, end: int, parts: Sequence[str]) -> b
     ``parts`` holds it together with the CONTEXT characters before it, or those after
     it, as the prompt has them (one side is enough: the other may be a value, or text
     edited since). A name with nothing around it is not the template's."""
-    name = len(text[start:end])
-    windows = [w for w in (text[max(0, start - CONTEXT) : end], text[start : end + CONTEXT]) if len(w) > name]
+    windows = [w for w in (text[max(0, start - CONTEXT) : end], text[start : end + CONTEXT]) if len(w) > end - start]
     return any(window in part for window in windows for part in parts)
