@@ -137,7 +137,7 @@ def replays(
             "simulated": dg.MetadataValue.bool(any(r["simulated"] for r in rows)),
             "fidelity": dg.MetadataValue.json(dict(fidelities)),
             "verdicts": dg.MetadataValue.json(dict(verdicts)),
-            "preview": preview(rows, ["call_id", "mode", "sample_index", "fidelity", "verdict", "decided_by"]),
+            "preview": preview(rows, ["service", "mode", "sample_index", "fidelity", "verdict", "decided_by"]),
         }
     )
 

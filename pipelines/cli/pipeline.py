@@ -1,4 +1,4 @@
-"""`tracelake demo | demo-data | run | tables | relayout | sql | frozen-call-schema`: stages and tables."""
+"""`tracelake demo | demo-data | run | tables | migrate | sql | frozen-call-schema`: stages and tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import sys
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -224,25 +223,31 @@ def tables() -> None:
 
 
 @app.command()
-def relayout(
-    names: Annotated[
-        list[str] | None, typer.Argument(help="Tables to rewrite (default: every table laid out otherwise)")
-    ] = None,
-) -> None:
-    """Rewrite tables written before their layout changed (calls and spans by day and hour) in the current one.
+def migrate() -> None:
+    """Rewrite a warehouse written by an older tracelake in the current table layout, and verify it.
 
-    Run it while no ingest runs: a merge that commits meanwhile makes it fail (run it again)."""
-    from pipelines.record.schema import PARTITIONS
+    Each table is rewritten in one commit and checked row for row against the version it
+    replaced; a second run skips what is done (safe after a kill). Run it while nothing else writes."""
+    from pipelines.migration.rewrite import MigrationMismatch, migrate
     from pipelines.settings import Settings
 
     warehouse = Settings.from_env().warehouse()
-    unknown = sorted(set(names or ()) - set(PARTITIONS))
-    if unknown:
-        raise typer.BadParameter(f"no such table: {', '.join(unknown)} (tables: {', '.join(PARTITIONS)})")
-    for name in names or list(PARTITIONS):
-        with console.status(f"rewriting {name} by {', '.join(PARTITIONS[name])}"):
-            done = warehouse.relayout(name)
-        out.print(f"{name}: {'rewritten by ' + ', '.join(PARTITIONS[name]) if done else 'already laid out so'}")
+
+    def report(table) -> None:
+        if table.status == "rewritten":
+            orphans = f"; {table.orphans} name a call deleted before (kept)" if table.orphans else ""
+            out.print(f"{table.table}: {table.rows:,} rows rewritten and verified{orphans}", markup=False)
+        elif table.status == "current":
+            out.print(f"{table.table}: already in the current layout", markup=False)
+
+    try:
+        with console.status("rewriting tables in the current layout"):
+            result = migrate(warehouse, progress=report)
+    except MigrationMismatch as e:
+        console.print(f"[red]migration stopped:[/] {e}", markup=True, highlight=False)
+        raise typer.Exit(1) from None
+    done = ", ".join(result.rewritten) or "nothing to rewrite"
+    out.print(f"{warehouse.uri}: {done}", markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -251,7 +256,8 @@ def sql(
     limit: int = typer.Option(50, help="Rows to compute and print (pushed into the query)"),
     output: str = typer.Option("table", "--format", help="table, csv or json"),
 ) -> None:
-    """Run SQL over the warehouse tables (polars SQL; every table is registered by name, nothing else is readable)."""
+    """Run SQL over the warehouse tables (DuckDB's dialect; the tables by name, nothing else is readable)."""
+    import duckdb
     import polars as pl
     from rich.markup import escape
 
@@ -261,11 +267,11 @@ def sql(
 
     warehouse = Settings.from_env().warehouse()
     try:
-        result = run_query(query, {name: warehouse.scan(name) for name in TABLES}, limit)
+        result = run_query(query, {name: warehouse.dataset(name) for name in TABLES}, limit)
     except QueryRefused as e:
         console.print(f"[red]query refused:[/] {escape(inert(str(e)))}")
         raise typer.Exit(2) from None
-    except pl.exceptions.PolarsError as e:
+    except duckdb.Error as e:
         console.print(f"[red]query failed:[/] {escape(inert(str(e)))}")
         raise typer.Exit(2) from None
     frame = result.frame
