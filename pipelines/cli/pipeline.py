@@ -6,7 +6,6 @@ import os
 import sys
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -32,18 +31,6 @@ def _days(first: date, last: date) -> list[date]:
     if last < first:
         raise typer.BadParameter(f"--to {last} is before --date {first}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
-def _instance():
-    """The Dagster instance runs are recorded in: $DAGSTER_HOME, else the
-    project's dagster.yaml (so `make ui` shows CLI runs), else a throwaway one."""
-    import dagster as dg
-
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    if Path("dagster.yaml").exists():
-        return dg.DagsterInstance.from_config(str(Path.cwd()))
-    return dg.DagsterInstance.ephemeral()
 
 
 @app.command("demo-data")
@@ -181,7 +168,9 @@ def run(
         run_replay_stage(days[0], days[-1])
         return
     job = build().resolve_job_def(stage)  # resources from the environment as it is now
-    instance = _instance()
+    from pipelines.instance import open_instance
+
+    instance = open_instance()  # created once, before any run, however many processes start at once
     failed = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console

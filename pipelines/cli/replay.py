@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pipelines.cli.app import app, console, out, said, shown
-from pipelines.cli.pipeline import QUIET, _days, _instance, _yesterday
+from pipelines.cli.pipeline import QUIET, _days, _yesterday
 
 REPORTS = Path(".tracelake") / "reports"
 
@@ -21,13 +21,14 @@ def replay_days(candidate_ids: list[str], days: list[date]) -> list[tuple[str, d
     """Materialize `replays` and `replay_summary` for each candidate x day in-process
     (the Dagster job `replay`, same resources); returns the partitions that failed."""
     from pipelines.definitions import build
+    from pipelines.instance import open_instance
     from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key
     from pipelines.settings import Settings
 
     registry = Settings.from_env().candidate_registry()
     for candidate_id in candidate_ids:
         registry.get(candidate_id)  # a clear error before anything runs
-    instance = _instance()
+    instance = open_instance()
     known = set(instance.get_dynamic_partitions(CANDIDATE_PARTITIONS))
     new = [c for c in candidate_ids if c not in known]
     if new:
