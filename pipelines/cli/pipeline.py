@@ -169,6 +169,7 @@ def run(
         return
     job = build().resolve_job_def(stage)  # resources from the environment as it is now
     from pipelines.instance import open_instance
+    from pipelines.run_heartbeat import execute_in_process
 
     instance = open_instance()  # created once, before any run, however many processes start at once
     failed = []
@@ -178,8 +179,8 @@ def run(
         task = progress.add_task(f"{stage}", total=len(days))
         for d in days:
             progress.update(task, description=f"{stage} {d}")
-            result = job.execute_in_process(
-                partition_key=d.isoformat(), instance=instance, raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
+            result = execute_in_process(  # with a heartbeat: killed, the run is failed by run monitoring
+                job, instance, partition_key=d.isoformat(), raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
             )
             if not result.success:
                 failed.append(d)

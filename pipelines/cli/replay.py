@@ -23,6 +23,7 @@ def replay_days(candidate_ids: list[str], days: list[date]) -> list[tuple[str, d
     from pipelines.definitions import build
     from pipelines.instance import open_instance
     from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key
+    from pipelines.run_heartbeat import execute_in_process
     from pipelines.settings import Settings
 
     registry = Settings.from_env().candidate_registry()
@@ -42,9 +43,10 @@ def replay_days(candidate_ids: list[str], days: list[date]) -> list[tuple[str, d
         for candidate_id in candidate_ids:
             for d in days:
                 progress.update(task, description=f"replay {candidate_id} {d}")
-                result = job.execute_in_process(
+                result = execute_in_process(
+                    job,
+                    instance,
                     partition_key=candidate_day_key(candidate_id, d),
-                    instance=instance,
                     raise_on_error=False,
                     run_config=QUIET,
                 )
