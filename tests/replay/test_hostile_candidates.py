@@ -12,6 +12,8 @@ fails before it sends a request."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 from typer.testing import CliRunner
@@ -24,7 +26,7 @@ from pipelines.replay.candidates import MAX_FILE_BYTES, MAX_TEMPLATE_CHARS, Cand
 from pipelines.replay.candidates import MODEL as MODEL_ID
 from pipelines.resources.candidates import CandidateRegistry
 from pipelines.simulator import simulated_llm
-from tests.replay.conftest import DAY
+from tests.replay.conftest import DAY, cli_env
 
 HEAD = "version: 1\nid: {slug}\ndescription: a hostile candidate\nmodes: [diff]\n"
 MODEL = "model: claude-sonnet-4-6-20261015\n"
@@ -90,20 +92,9 @@ def hostile_registry(recorded_day):
 
 @pytest.fixture
 def env(hostile_registry, sim, tmp_path, monkeypatch):
-    settings = hostile_registry.settings
-    monkeypatch.chdir(tmp_path)  # reports land under ./.tracelake/reports
     for shown_on in (console, out):  # wide enough that no cell wraps (pytest-xdist sets COLUMNS=80)
         monkeypatch.setattr(shown_on, "width", 250)
-    (tmp_path / "dagster").mkdir()
-    return {
-        "TRACELAKE_SOURCE": settings.source_uri,
-        "TRACELAKE_WAREHOUSE": settings.warehouse_uri,
-        "TRACELAKE_STORES": settings.stores_uri,
-        "TRACELAKE_CANDIDATES": str(hostile_registry.registry),
-        "DAGSTER_HOME": str(tmp_path / "dagster"),
-        "COLUMNS": "250",
-        **sim.env(),
-    }
+    return cli_env(hostile_registry, sim, tmp_path, monkeypatch)
 
 
 def _sent_models(sim) -> set[str]:
@@ -156,43 +147,32 @@ def test_the_partition_sensor_adds_only_valid_candidates(hostile_registry):
         assert name in message, name
 
 
-def test_a_run_of_a_hostile_candidates_partition_fails_before_sending_anything(hostile_registry, sim):
-    """The partition exists (added before the file turned hostile, or by hand): its run refuses the candidate."""
-    slug = "control-model"
-    hostile_registry.add_candidate(slug, HOSTILE["control-model.yaml"][0])
+def _refused_run(recorded_day, sim, slug: str, text: str) -> str:
+    """Run ``slug``'s partition (the candidate file ``text``): it must fail before anything reaches
+    the API. The step failure's error, as text."""
+    recorded_day.add_candidate(slug, text)
     sent = len(sim.log)
-    resources = {**hostile_registry.settings.resources(), "llm": simulated_llm(sim)}
+    resources = {**recorded_day.settings.resources(), "llm": simulated_llm(sim)}
     result = dg.materialize(
         [replays, replay_summary],
         resources=resources,
         partition_key=candidate_day_key(slug, DAY),
-        instance=hostile_registry.instance,
+        instance=recorded_day.instance,
         raise_on_error=False,
     )
     assert not result.success
-    failure = next(e for e in result.all_events if e.is_step_failure)
-    assert "key model" in str(failure.event_specific_data.error)
     assert len(sim.log) == sent, "nothing reached the API"
+    return str(next(e for e in result.all_events if e.is_step_failure).event_specific_data.error)
+
+
+def test_a_run_of_a_hostile_candidates_partition_fails_before_sending_anything(hostile_registry, sim):
+    """The partition exists (added before the file turned hostile, or by hand): its run refuses the candidate."""
+    error = _refused_run(hostile_registry, sim, "control-model", HOSTILE["control-model.yaml"][0])
+    assert "key model" in error
 
 
 def test_a_store_template_over_the_limit_is_refused_before_sending_anything(hostile_registry, sim):
-    stores = hostile_registry.settings.stores_uri
-    folder = __import__("pathlib").Path(stores) / "templates" / "support-answer"
+    folder = Path(hostile_registry.settings.stores_uri) / "templates" / "support-answer"
     (folder / "huge.j2").write_text("You are support. " * 70_000)  # ~1.2 MB
-    slug = "store-huge"
-    hostile_registry.add_candidate(
-        slug, HEAD.format(slug=slug) + MODEL + "template: {id: support-answer, version: huge}\n"
-    )
-    sent = len(sim.log)
-    resources = {**hostile_registry.settings.resources(), "llm": simulated_llm(sim)}
-    result = dg.materialize(
-        [replays],
-        resources=resources,
-        partition_key=candidate_day_key(slug, DAY),
-        instance=hostile_registry.instance,
-        raise_on_error=False,
-    )
-    assert not result.success
-    failure = next(e for e in result.all_events if e.is_step_failure)
-    assert f"at most {MAX_TEMPLATE_CHARS:,}" in str(failure.event_specific_data.error)
-    assert len(sim.log) == sent, "nothing reached the API"
+    text = HEAD.format(slug="store-huge") + MODEL + "template: {id: support-answer, version: huge}\n"
+    assert f"at most {MAX_TEMPLATE_CHARS:,}" in _refused_run(hostile_registry, sim, "store-huge", text)
