@@ -6,7 +6,6 @@ import os
 import sys
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -31,18 +30,6 @@ def _days(first: date, last: date) -> list[date]:
     if last < first:
         raise typer.BadParameter(f"--to {last} is before --date {first}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
-def _instance():
-    """The Dagster instance runs are recorded in: $DAGSTER_HOME, else the
-    project's dagster.yaml (so `make ui` shows CLI runs), else a throwaway one."""
-    import dagster as dg
-
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    if Path("dagster.yaml").exists():
-        return dg.DagsterInstance.from_config(str(Path.cwd()))
-    return dg.DagsterInstance.ephemeral()
 
 
 @app.command("demo-data")
@@ -180,7 +167,10 @@ def run(
         run_replay_stage(days[0], days[-1])
         return
     job = build().resolve_job_def(stage)  # resources from the environment as it is now
-    instance = _instance()
+    from pipelines.instance import open_instance
+    from pipelines.run_heartbeat import execute_in_process
+
+    instance = open_instance()  # created once, before any run, however many processes start at once
     failed = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -188,8 +178,8 @@ def run(
         task = progress.add_task(f"{stage}", total=len(days))
         for d in days:
             progress.update(task, description=f"{stage} {d}")
-            result = job.execute_in_process(
-                partition_key=d.isoformat(), instance=instance, raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
+            result = execute_in_process(  # with a heartbeat: killed, the run is failed by run monitoring
+                job, instance, partition_key=d.isoformat(), raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
             )
             if not result.success:
                 failed.append(d)
@@ -261,7 +251,8 @@ def sql(
     import polars as pl
     from rich.markup import escape
 
-    from pipelines.query import QueryRefused, inert, run_query
+    from pipelines.printable import inert
+    from pipelines.query import QueryRefused, run_query
     from pipelines.record.schema import TABLES
     from pipelines.settings import Settings
 

@@ -100,7 +100,8 @@ FEEDBACK = pa.struct(
         ("value_string", STR),
         ("comment", TEXT),
         ("created_at", TS),
-        # the source's id of the score or feedback item: merging it again is a no-op
+        # the item's identity: the source's id, else derived before redaction from the call, source,
+        # name and time (formats/assembly.py with_feedback_ids): merging it again is a no-op
         ("id", STR),
         # call, trace or session: what the source attached it to
         ("target_level", STR),

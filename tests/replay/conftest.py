@@ -70,3 +70,20 @@ def recorded_day(tmp_path_factory) -> RecordedDay:
 def sim() -> Iterator[Simulator]:
     with running() as simulator:
         yield simulator
+
+
+def cli_env(recorded_day: RecordedDay, sim: Simulator, tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """The environment `tracelake` commands see: the recorded day's settings, the simulator,
+    DAGSTER_HOME under ``tmp_path``, which is the working directory (reports land under it)."""
+    settings = recorded_day.settings
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "dagster").mkdir()
+    return {
+        "TRACELAKE_SOURCE": settings.source_uri,
+        "TRACELAKE_WAREHOUSE": settings.warehouse_uri,
+        "TRACELAKE_STORES": settings.stores_uri,
+        "TRACELAKE_CANDIDATES": str(recorded_day.registry),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "COLUMNS": "200",
+        **sim.env(),
+    }
