@@ -8,22 +8,18 @@ tables, only as many rows as will be shown, and values as inert text.
   the query is written. That is DuckDB refusing, not a filter on the query's text.
 - The row limit is applied to the query's relation, so DuckDB stops once it has the rows:
   a cross join does not build millions of rows to print five.
-- Data is text, not terminal input: control characters (ESC sequences, C1, bidirectional
-  overrides) are shown escaped (``\\x1b``) and the output is never interpreted as rich markup.
+- Data is text, not terminal input: the command prints values through
+  ``pipelines.printable.inert`` and never as rich markup.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import polars as pl
-
-# C0 but tab and newline, DEL, C1, and the bidirectional controls that reorder what a terminal shows
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 class QueryRefused(ValueError):
@@ -64,13 +60,3 @@ def run_query(query: str, tables: Mapping[str, Any], limit: int) -> QueryResult:
     finally:
         con.close()
     return QueryResult(frame.head(limit), frame.height > limit)
-
-
-def inert(text: str) -> str:
-    """``text`` with every control character shown as an escape: safe to print to a terminal."""
-    return _UNSAFE.sub(_escape, text)
-
-
-def _escape(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
