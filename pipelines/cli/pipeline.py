@@ -155,6 +155,14 @@ def run(
         raise typer.BadParameter(f"unknown stage {stage!r}; choose one of: {', '.join(names)}")
     first = date.fromisoformat(day) if day else _yesterday()
     days = _days(first, date.fromisoformat(to) if to else first)
+    from pipelines.settings import start_date
+
+    partitions_start = date.fromisoformat(start_date())
+    if first < partitions_start:
+        raise typer.BadParameter(
+            f"{first} is before the first daily partition, {partitions_start} (TRACELAKE_START_DATE, by default "
+            f"the first day `tracelake demo` fills): set TRACELAKE_START_DATE={first} (or earlier) and run again"
+        )
     from pipelines.redact.keys import KeyRing, MissingKey
 
     try:
