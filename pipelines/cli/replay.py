@@ -11,8 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.cli.app import app, console, out, said, shown
-from pipelines.cli.pipeline import QUIET, _days, _yesterday
+from pipelines.cli.app import QUIET, app, console, days_between, out, said, shown, yesterday
 
 REPORTS = Path(".tracelake") / "reports"
 
@@ -94,7 +93,7 @@ def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = 
             raise typer.Exit(2)
         console.print("[yellow]no active candidates[/] in the registry (TRACELAKE_CANDIDATES); nothing replayed")
         return
-    failed = replay_days(ids, _days(first, last))
+    failed = replay_days(ids, days_between(first, last))
     if failed:
         console.print(
             said("replay failed for", "red", ", ".join(f"{c} {d}" for c, d in failed)),
@@ -127,7 +126,7 @@ def replay(
     if candidate is None:
         raise typer.BadParameter("give a CALL_ID, or --candidate ID to replay a candidate", param_hint="--candidate")
 
-    first = date.fromisoformat(day) if day else _yesterday()
+    first = date.fromisoformat(day) if day else yesterday()
     try:
         run_replay_stage(first, date.fromisoformat(to) if to else first, [candidate])
     except CandidateError as e:
