@@ -27,17 +27,16 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dagster as dg
-
-from pipelines.resources.candidates import CandidateRegistry
-from pipelines.resources.judge import AlertWebhook, JudgePolicy
-from pipelines.resources.llm import LLM
-from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
-from pipelines.resources.policies import Redaction, RetentionPolicy
-from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
-from pipelines.resources.warehouse import Warehouse
 from pipelines.shards import ShardSpec
+from pipelines.warehouse import DeltaWarehouse
+
+if TYPE_CHECKING:  # the resources import Dagster: only the methods that build them load it
+    from pipelines.resources.candidates import CandidateRegistry
+    from pipelines.resources.llm import LLM
+    from pipelines.resources.object_store import ObjectStore
+    from pipelines.resources.warehouse import Warehouse
 
 HOME = Path(".tracelake")
 # `tracelake demo` writes this many days ending yesterday: the default first partition is its first day
@@ -111,7 +110,7 @@ class Settings:
             retention_policy=_env("TRACELAKE_RETENTION_POLICY"),
             redaction_mode=_env("TRACELAKE_REDACTION_MODE", "placeholder"),
             redaction_policy=_env("TRACELAKE_REDACTION_POLICY"),
-            layouts=tuple(layouts.split(",")) if layouts else DEFAULT_LAYOUTS,
+            layouts=tuple(layouts.split(",")) if layouts else (),
             format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
             endpoint_url=_env("AWS_ENDPOINT_URL"),
             region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION")),
@@ -127,17 +126,20 @@ class Settings:
         )
 
     def object_store(self) -> ObjectStore:
+        from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
+
         return ObjectStore(
             uri=self.source_uri,
-            layouts=list(self.layouts),
+            layouts=list(self.layouts or DEFAULT_LAYOUTS),
             format_overrides=self.format_overrides,
             endpoint_url=self.endpoint_url,
             region=self.region,
             shards=self.shards,
         )
 
-    def warehouse(self) -> Warehouse:
-        return Warehouse(
+    def warehouse(self) -> DeltaWarehouse:
+        """The warehouse, for the core and the command line (no framework imported)."""
+        return DeltaWarehouse(
             uri=self.warehouse_uri,
             endpoint_url=self.endpoint_url,
             region=self.region,
@@ -150,6 +152,8 @@ class Settings:
         its standard variable, resolved when a run starts, never a value the UI shows."""
         import dagster as dg
 
+        from pipelines.resources.warehouse import Warehouse
+
         return Warehouse(
             uri=self.warehouse_uri,
             endpoint_url=self.endpoint_url,
@@ -160,6 +164,8 @@ class Settings:
 
     def ingredient_stores(self) -> dict[str, object]:
         """The stores the rot check re-renders from: one root, four stores."""
+        from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
+
         where = {"uri": self.stores_uri, "endpoint_url": self.endpoint_url, "region": self.region}
         return {
             "template_store": TemplateStore(**where),
@@ -170,6 +176,8 @@ class Settings:
 
     def llm(self) -> LLM:
         """The LLM resource; the API key itself is read from the environment when a client is built."""
+        from pipelines.resources.llm import LLM
+
         return LLM(
             backend=self.llm_backend,
             base_url=self.llm_base_url,
@@ -181,9 +189,16 @@ class Settings:
 
     def candidate_registry(self) -> CandidateRegistry:
         """Replay candidates: TRACELAKE_CANDIDATES, a folder or s3:// prefix of <slug>.yaml files."""
+        from pipelines.resources.candidates import CandidateRegistry
+
         return CandidateRegistry(uri=self.candidates_uri, endpoint_url=self.endpoint_url, region=self.region)
 
     def resources(self) -> dict[str, object]:
+        import dagster as dg
+
+        from pipelines.resources.judge import AlertWebhook, JudgePolicy
+        from pipelines.resources.policies import Redaction, RetentionPolicy
+
         return {
             "source": self.object_store(),
             "warehouse": self.warehouse_resource(),

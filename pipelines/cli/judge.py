@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from datetime import date
 
-import polars as pl
 import typer
 from rich.table import Table
 
@@ -14,6 +13,8 @@ from pipelines.cli.app import app, console, out, yesterday
 def show_rates(first: date, last: date) -> None:
     """Print, for the days first..last, each class's rate with its 95% interval, the state
     violations by code, and the judge's requests and cost (the demo calls this)."""
+    import polars as pl
+
     from pipelines.judge import watch
     from pipelines.settings import Settings
 

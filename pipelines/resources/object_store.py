@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cached_property
@@ -30,6 +29,7 @@ import zstandard
 from pydantic import Field
 
 from pipelines.ingest import SourceObject
+from pipelines.retrying import read_again
 from pipelines.s3 import s3_client, split_s3_uri
 from pipelines.shards import ShardSpec
 
@@ -54,21 +54,6 @@ RETRYABLE_READS = (
 )
 
 
-def read_again(read: Callable[[], T], attempts: int, retryable: tuple[type[BaseException], ...], failed: str) -> T:
-    """``read()``, again with backoff while it raises ``retryable``; then
-    SourceUnavailable saying ``failed`` (what could not be read), the count and the error type."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return read()
-        except retryable as e:
-            if attempt == attempts:
-                raise SourceUnavailable(
-                    f"{failed} {attempts} times ({type(e).__name__}); check the endpoint and re-run the partition"
-                ) from e
-            time.sleep(min(2.0, 0.1 * 2**attempt))
-    raise AssertionError("unreachable")
-
-
 class CorruptObject(Exception):
     """An object whose bytes cannot be read as what its key says (truncated gzip, bad zstd frame).
 
@@ -79,10 +64,6 @@ class CorruptObject(Exception):
     def __init__(self, message: str, partial: bytes | None = None):
         super().__init__(message)
         self.partial = partial
-
-
-class SourceUnavailable(Exception):
-    """An object or table that could not be read whole after every retry; nothing of it was used."""
 
 
 @dataclass(frozen=True)
