@@ -615,6 +615,18 @@ LLM_REQUESTS = pa.schema(
         ("run_id", pa.string()),
         # a request sent again (it had run out of retries) replaces its row
         ("record_sha256", pa.string()),
+        # the anthropic-version header it was sent under
+        ("api_version", pa.string()),
+        # sha256 of the body as sent (refused parameters removed, cache marks added); request_sha256 is the one asked
+        ("sent_request_sha256", pa.string()),
+        # {"temperature": "api_2026_10_21_refuses_sampling", ...}: what was removed before sending, and why
+        ("dropped_json", JSON),
+        # the retired model the request was recorded on, when a replay sent it on its substitute
+        ("substituted_from", pa.string()),
+        # how many runs sent it (a failed request is sent again by later runs, up to the resource's retry_runs)
+        ("runs", pa.int64()),
+        # every attempt of every run: [{"run_id", "at", "via" (batch id or "direct"), "status", "error"}]
+        ("attempts_json", JSON),
     ]
 )
 
@@ -624,6 +636,8 @@ LLM_BATCHES = pa.schema(
     [
         ("batch_id", pa.string()),
         # in_progress | canceling | ended (the API's processing_status) | not_found (gone when resumed)
+        # | results_expired (ended, results past the 29-day download window) | creating / created / not_created
+        # (a write-ahead row written before batches.create: batch_id "submit_<uuid>")
         ("state", pa.string()),
         ("request_count", pa.int64()),
         ("succeeded", pa.int64()),
@@ -639,6 +653,15 @@ LLM_BATCHES = pa.schema(
         ("sent_date", pa.date32()),
         ("run_id", pa.string()),
         ("record_sha256", pa.string()),
+        # a provider batch: the write-ahead row it was created under; a write-ahead row (state creating,
+        # created, not_created): the provider batch it became
+        ("linked_batch_id", pa.string()),
+        # bytes of the batch's create request (the API takes up to 256 MB)
+        ("request_bytes", pa.int64()),
+        # the most its requests can cost: what a run's budget counts while the batch is open
+        ("estimated_usd", pa.float64()),
+        # found at the provider by its custom_ids after the run that created it died before recording it
+        ("adopted", pa.bool_()),
     ]
 )
 
