@@ -112,7 +112,7 @@ def report(
     """Print a candidate's per-segment summary and write the plot; returns the PNG's path."""
     import polars as pl
 
-    from pipelines.replay.report import SEGMENT_COLUMNS, plot_deltas, segment_table_rows
+    from pipelines.replay.report import SEGMENT_COLUMNS, group_of, plot_deltas, segment_table_rows
     from pipelines.settings import Settings
 
     warehouse = Settings.from_env().warehouse()
@@ -124,15 +124,16 @@ def report(
         console.print(f"[yellow]no replay summary for {candidate}[/]; run `tracelake replay --candidate {candidate}`")
         return None
     days = sorted({r["day"] for r in summary})
-    shown = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity")]
+    shown = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity", "model_basis")]
     # the per-segment table needs ~130 columns; wider than a pipe's default 80
     wide = Console(width=max(out.width, 150))
     for d in days:
         rows = [r for r in summary if r["day"] == d]
         simulated = " [magenta](simulated LLM)[/]" if any(r["simulated"] for r in rows) else ""
-        for mode, fidelity in sorted({(r["mode"], r["fidelity"]) for r in rows}):
-            group = [r for r in rows if (r["mode"], r["fidelity"]) == (mode, fidelity)]
-            table = Table(title=f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{simulated}")
+        for mode, fidelity, basis in sorted({group_of(r) for r in rows}):
+            group = [r for r in rows if group_of(r) == (mode, fidelity, basis)]
+            on = ", on retired models' substitutes" if basis == "substituted" else ""
+            table = Table(title=f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{on}{simulated}")
             for column in shown:
                 table.add_column(
                     column, justify="left" if column in ("segment_key", "flag") else "right", no_wrap=column != "flag"

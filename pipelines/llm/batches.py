@@ -66,7 +66,24 @@ log = logging.getLogger(__name__)
 MAX_BATCH_REQUESTS = 100_000
 MAX_BATCH_BYTES = 256 * 1024 * 1024
 RESULTS_DAYS = 29
-_ENVELOPE = len('{"requests":[]}')
+ENVELOPE_BYTES = len('{"requests":[]}')
+
+
+def item_bytes(custom_id: str, params: dict[str, Any]) -> int:
+    """Bytes one entry adds to a batch's create request (its JSON and a comma)."""
+    return len(json.dumps({"custom_id": custom_id, "params": params}, ensure_ascii=False).encode()) + 1
+
+
+def split(sizes: Sequence[int], *, max_requests: int, max_bytes: int) -> Iterator[range]:
+    """Consecutive index ranges of entries of the given sizes, each one batch under both limits."""
+    start, total = 0, ENVELOPE_BYTES
+    for i, size in enumerate(sizes):
+        if i > start and (i - start >= max_requests or total + size > max_bytes):
+            yield range(start, i)
+            start, total = i, ENVELOPE_BYTES
+        total += size
+    if start < len(sizes):
+        yield range(start, len(sizes))
 
 
 @dataclass
@@ -131,24 +148,20 @@ class BatchSender:
 
     def _chunks(self, todo: list[_Pending], retry: dict[str, _Pending]) -> Iterator[dict[str, _Pending]]:
         """The entries in batches under both limits, each entry translated as of now."""
-        chunk: dict[str, _Pending] = {}
-        size = _ENVELOPE
+        fitting, sizes = [], []
         for entry in todo:
             wire, dropped = self.translator.wire(entry.request.body, cache_prefix=entry.request.cache_prefix)
             entry.wire = wire
             entry.sending = Sending(self.translator.api_version, request_sha256(wire), dict(dropped))
-            item = len(json.dumps({"custom_id": entry.request.key, "params": wire}, ensure_ascii=False).encode()) + 1
-            if item + _ENVELOPE > self.max_batch_bytes:
-                entry.last_error = ("too_large", f"the request alone is {item:,} bytes, over a batch's limit")
+            size = item_bytes(entry.request.key, wire)
+            if size + ENVELOPE_BYTES > self.max_batch_bytes:
+                entry.last_error = ("too_large", f"the request alone is {size:,} bytes, over a batch's limit")
                 retry[entry.request.key] = entry
                 continue
-            if chunk and (len(chunk) >= self.max_batch_requests or size + item > self.max_batch_bytes):
-                yield chunk
-                chunk, size = {}, _ENVELOPE
-            chunk[entry.request.key] = entry
-            size += item
-        if chunk:
-            yield chunk
+            fitting.append(entry)
+            sizes.append(size)
+        for part in split(sizes, max_requests=self.max_batch_requests, max_bytes=self.max_batch_bytes):
+            yield {fitting[i].request.key: fitting[i] for i in part}
 
     def _submit(self, chunk: dict[str, _Pending]) -> tuple[dict[str, _Pending], dict[str, Any]]:
         items = [{"custom_id": key, "params": entry.wire} for key, entry in chunk.items()]

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import re
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pydantic
 import yaml
@@ -137,6 +139,20 @@ class Lifecycle:
             seen.append(current.substitute)
             current = self.status(current.substitute, today)
         return seen[-1] if len(seen) > 1 else None
+
+
+def serve(
+    lifecycle: Lifecycle | None, body: Mapping[str, Any], today: date | None = None
+) -> tuple[dict[str, Any], str | None]:
+    """``body`` on the model the API serves today: (the body, the retired model it asked for or None).
+
+    The one place a request recorded on a retired model is moved to its substitute
+    (replay and debugging alike); raises ``UnmappedModel`` when there is none."""
+    model = str(body.get("model") or "")
+    substitute = lifecycle.replacement(model, today) if lifecycle is not None and model else None
+    if substitute is None:
+        return dict(body), None
+    return {**body, "model": substitute}, model
 
 
 class UnmappedModel(LookupError):

@@ -693,7 +693,7 @@ REPLAYS = pa.schema(
         ("request_sha256", pa.string()),
         ("request_key", pa.string()),
         ("baseline_request_key", pa.string()),
-        # recorded | baseline
+        # recorded | baseline | recorded_baseline (the recorded answer, compared with a replay on a substitute model)
         ("old_source", pa.string()),
         ("old_output", TEXT),
         ("new_output", TEXT),
@@ -728,6 +728,8 @@ REPLAYS = pa.schema(
         ("simulated", pa.bool_()),
         ("run_id", pa.string()),
         ("record_sha256", pa.string()),
+        # the retired model the call was recorded on; the replay (and a diff's baseline) ran on its substitute
+        ("substituted_from", pa.string()),
     ]
 )
 
@@ -767,6 +769,8 @@ REPLAY_SUMMARY = pa.schema(
         ("output_tokens", pa.int64()),
         ("simulated", pa.bool_()),
         ("record_sha256", pa.string()),
+        # recorded_model | substituted (replayed on a retired model's substitute): never in one group
+        ("model_basis", pa.string()),
     ]
 )
 
@@ -870,7 +874,7 @@ KEYS: dict[str, tuple[str, ...]] = {
     "ablations": ("ablation_id",),
     "regression_cases": ("case_id",),
     "replays": ("replay_id",),
-    "replay_summary": ("candidate", "day", "mode", "fidelity", "segment_key"),
+    "replay_summary": ("candidate", "day", "mode", "fidelity", "model_basis", "segment_key"),
     "llm_requests": ("request_key",),
     "llm_batches": ("batch_id",),
 }
