@@ -62,12 +62,39 @@ def active_candidates() -> list[str]:
     return sorted(c.id for c in found.values() if c.active)
 
 
+def print_plans(candidate_ids: list[str], first: date, last: date) -> list[str]:
+    """Print each candidate's replay plan over the window (nothing is sent); returns the blocked ones."""
+    from assets.replay import day_inputs, plan_of
+    from pipelines.resources.judge import JudgePolicy
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env()
+    warehouse, llm = settings.warehouse(), settings.llm()
+    registry, templates = settings.candidate_registry(), settings.ingredient_stores()["template_store"]
+    judge = JudgePolicy(path=settings.judge_policy).load().judge
+    blocked = []
+    for candidate_id in candidate_ids:
+        candidate = registry.get(candidate_id)
+        days = [day_inputs(candidate, d, warehouse, templates) for d in _days(first, last)]
+        plan = plan_of(days, llm, warehouse, judge.model)
+        head, *rest = plan.lines()
+        out.print(head, style="bold", markup=False, highlight=False, soft_wrap=True)
+        for line in rest:
+            style = "red" if line.lstrip().startswith("STOP") else None
+            out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+        if plan.blocked:
+            blocked.append(candidate_id)
+    return blocked
+
+
 def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = None) -> None:
-    """The replay stage for every active candidate (or the given ones) over a window."""
+    """The replay stage for every active candidate (or the given ones) over a window, each
+    candidate's plan printed first."""
     ids = candidate_ids if candidate_ids is not None else active_candidates()
     if not ids:
         console.print("[yellow]no active candidates[/] in the registry (TRACELAKE_CANDIDATES); nothing replayed")
         return
+    print_plans(ids, first, last)
     failed = replay_days(ids, _days(first, last))
     if failed:
         console.print(
@@ -86,9 +113,16 @@ def replay(
     to: str = typer.Option(None, "--to", help="Replay every day from --date to this day, inclusive"),
     pinned: bool = typer.Option(False, "--pinned", help="With CALL_ID: at temperature 0"),
     n: int = typer.Option(1, "--n", min=1, max=200, help="With CALL_ID: samples at production settings"),
+    plan: bool = typer.Option(
+        False,
+        "--plan",
+        help="Print what the replay would send and cost (models, substitutes, dropped parameters, "
+        "ledger hits, batches, budget) and send nothing",
+    ),
 ) -> None:
     """Replay a candidate against recorded days (the `replays` and `replay_summary` assets, in-process),
-    or with CALL_ID one call now: its fidelity and its divergence from the original."""
+    or with CALL_ID one call now: its fidelity and its divergence from the original. Each run prints
+    its plan first; --plan prints only the plan."""
     from pipelines.replay.candidates import CandidateError
 
     if call_id is not None:
@@ -100,6 +134,10 @@ def replay(
 
     first = date.fromisoformat(day) if day else _yesterday()
     try:
+        if plan:
+            if print_plans([candidate], first, date.fromisoformat(to) if to else first):
+                raise typer.Exit(3)
+            return None
         run_replay_stage(first, date.fromisoformat(to) if to else first, [candidate])
     except CandidateError as e:
         console.print(f"[red]{e}[/]", soft_wrap=True)

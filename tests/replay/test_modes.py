@@ -152,11 +152,16 @@ def test_diff_replay_of_a_template_candidate_with_a_paired_baseline(recorded_day
         r["verdict"] == "regressed" and r["decided_by"].startswith("pairwise_judge") for r in long_en
     )
     judged = [r for r in sent if r["decided_by"].startswith("pairwise_judge")]
-    assert all(r["judge_cost_usd"] > 0 for r in judged)
+    # two calls that render the same requests and got the same answers share their judge requests: billed once
+    shared = [r for r in judged if r["judge_cost_usd"] == 0]
+    billed = [r for r in judged if r["judge_cost_usd"] > 0]
+    assert all(
+        any((t["old_output"], t["new_output"]) == (r["old_output"], r["new_output"]) for t in billed) for r in shared
+    )
     assert all(r["decided_by"] == "exact_match" for r in sent if r not in judged)
     ledger = recorded_day.settings.warehouse().read("llm_requests", pl.col("purpose") == "judge")
     ledger = ledger.filter(pl.col("candidate") == "support-answer-v4")
-    assert ledger.height == 2 * len(judged)  # both orders of each judged pair
+    assert ledger.height == 2 * len(billed)  # both orders of each judged pair
     assert ledger["cost_usd"].sum() == pytest.approx(sum(r["judge_cost_usd"] for r in judged), abs=1e-6)
     judge_bodies = [b for b in bodies if b.get("tool_choice", {}).get("name") == "record_verdict"]
     assert len(judge_bodies) == ledger.height
