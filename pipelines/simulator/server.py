@@ -489,7 +489,10 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client is gone (killed): it never reads this
+                self.close_connection = True
 
         def _reply(
             self,
