@@ -344,3 +344,87 @@ def test_bedrock_and_vertex_clients_go_through_the_same_resource(sim, warehouse,
     assert set(ledger["backend"]) == {backend} and ledger["cost_usd"].sum() == pytest.approx(sim.billed_usd)
     if backend == "vertex":
         assert all(p.endswith(f"/models/{MODEL}:rawPredict") for p in paths)
+
+
+def test_today_the_api_refuses_sampling_parameters_on_messages_batches_and_count_tokens(sim):
+    today, old = client(sim), client(sim, "2023-06-01")
+    body = chat(1, temperature=None)
+    for call in (
+        lambda c: c.messages.create(**body, extra_body={"temperature": 1.0}),  # even at its default value
+        lambda c: c.messages.count_tokens(model=MODEL, messages=body["messages"], extra_body={"top_p": 0.9}),
+    ):
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            call(today)
+        assert refused.value.status_code == 400
+        assert refused.value.body["type"] == "error" and refused.value.body["request_id"].startswith("req_sim_")
+        error = refused.value.body["error"]
+        assert error["type"] == "invalid_request_error" and error["message"].endswith("Extra inputs are not permitted")
+        call(old)  # the older API version still takes them on this model
+    batch = today.messages.batches.create(requests=[{"custom_id": "t-1", "params": {**body, "top_k": 5}}])
+    [entry] = list(today.messages.batches.results(batch.id))
+    assert (
+        entry.result.type == "errored" and entry.result.error.error.message == "top_k: Extra inputs are not permitted"
+    )
+    # the older version, a 4.5-class model: temperature with top_p is refused, either alone is taken
+    with pytest.raises(anthropic.BadRequestError, match="cannot both be specified"):
+        old.messages.create(**{**body, "model": "claude-haiku-4-5"}, extra_body={"temperature": 0.5, "top_p": 0.9})
+    old.messages.create(**{**body, "model": "claude-haiku-4-5"}, extra_body={"temperature": 0.5})
+
+
+@pytest.mark.parametrize(
+    "model", ["claude-sonnet-4-5-20250929", "claude-sonnet-4-20250514", "claude-opus-4-1-20250805"]
+)
+def test_a_retired_model_is_answered_not_found_as_the_api_does(sim, model):
+    body = {**chat(1, temperature=None), "model": model}
+    with pytest.raises(anthropic.NotFoundError) as gone:
+        client(sim).messages.create(**body)
+    assert gone.value.body["error"] == {"type": "not_found_error", "message": f"model: {model}"}
+    batch = client(sim).messages.batches.create(requests=[{"custom_id": "r-1", "params": body}])
+    [entry] = list(client(sim).messages.batches.results(batch.id))
+    assert entry.result.type == "errored" and entry.result.error.error.type == "not_found_error"
+    assert sim.bills == []
+
+
+def test_a_batch_over_the_apis_limits_is_refused():
+    from pipelines.simulator import running
+
+    with running(max_batch_requests=3, max_batch_bytes=4_000) as small:
+        api = client(small)
+        with pytest.raises(anthropic.BadRequestError, match="at most 3 requests"):
+            api.messages.batches.create(
+                requests=[{"custom_id": f"c-{i}", "params": chat(i, temperature=None)} for i in range(4)]
+            )
+        big = {**chat(1, temperature=None), "system": "x" * 5_000}
+        with pytest.raises(anthropic.APIStatusError) as too_large:
+            api.messages.batches.create(requests=[{"custom_id": "c-1", "params": big}])
+        assert too_large.value.status_code == 413 and too_large.value.body["error"]["type"] == "request_too_large"
+        assert small.batch_ids == []
+
+
+def test_the_cache_minimum_depends_on_the_model(sim):
+    # about 2,500 prefix tokens: over Sonnet 4.6's 1,024, under Haiku 4.5's 4,096
+    system = [{"type": "text", "text": "Refunds and shipping policy. " * 340, "cache_control": {"type": "ephemeral"}}]
+    usage = {}
+    for model in ("claude-sonnet-4-6", "claude-haiku-4-5"):
+        for _ in range(2):
+            message = client(sim).messages.create(**{**chat(1, temperature=None), "model": model, "system": system})
+        usage[model] = message.usage
+    assert usage["claude-sonnet-4-6"].cache_read_input_tokens > 2_000
+    assert (
+        usage["claude-haiku-4-5"].cache_read_input_tokens == 0 == usage["claude-haiku-4-5"].cache_creation_input_tokens
+    )
+
+
+def test_batch_results_can_be_read_for_29_days():
+    from pipelines.simulator import running
+
+    with running() as sim:
+        api = client(sim)
+        batch = api.messages.batches.create(requests=[{"custom_id": "k-1", "params": chat(1, temperature=None)}])
+        sim.advance(days=28)
+        assert [e.custom_id for e in api.messages.batches.results(batch.id)] == ["k-1"]
+        sim.advance(days=1)
+        archived = api.messages.batches.retrieve(batch.id)
+        assert archived.archived_at is not None and archived.results_url is None
+        with pytest.raises(anthropic.AnthropicError):
+            list(api.messages.batches.results(batch.id))
