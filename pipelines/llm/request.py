@@ -133,6 +133,6 @@ class BudgetExceeded(Exception):
         super().__init__(
             f"{estimate.requests} LLM requests would cost up to ${estimate.usd:.4f}{before} "
             f"({estimate.input_tokens} input tokens, up to {estimate.max_output_tokens} output tokens), "
-            f"above the run's cap of ${budget_usd:.4f}; nothing was sent for these requests. Raise the cap "
+            f"above the cap of ${budget_usd:.4f} for this run; nothing was sent for these requests. Raise the cap "
             f"(TRACELAKE_LLM_BUDGET_USD, or the caller's budget_usd / --budget-usd) or send fewer requests."
         )

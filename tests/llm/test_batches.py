@@ -213,7 +213,7 @@ def test_one_budget_per_run_across_rounds_and_stages(sim, warehouse):
     assert len(sim.log) == received
     message = str(over.value)
     assert "already spent" in message and f"${sum(r.cost_usd for r in sent):.4f}" in message
-    assert f"cap of ${one_round * 1.02:.4f}" in message
+    assert f"cap of ${one_round * 1.02:.4f} for this run" in message
     # another run starts from nothing spent
     assert len(list(capped.run(judge_round, warehouse, run_id="nightly-2", budget_usd=5.0))) == 10
 
