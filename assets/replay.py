@@ -208,6 +208,7 @@ def replays(
             "candidate_revision": candidate.revision,
             "changes": ", ".join(candidate.changes) or "none",
             "plan": dg.MetadataValue.md(plan.markdown()),
+            **{k: v for k, v in plan.metadata().items() if v is not None},
             "requests_sent": counts["sent"],
             "requests_reused": counts["reused"],
             "requests_errored": errored,

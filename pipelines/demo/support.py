@@ -132,7 +132,7 @@ def answer_call(
     first = customer.name.split()[0]
     fact = docs[0]["text"]
     output = ANSWERS[customer.language].format(first=first, fact=fact, email=customer.email, doc=docs[0]["doc_id"])
-    doc = _frozen(rng, customer, when, trace_id, "support.answer", model, st.SUPPORT_ALIAS, request, output)
+    doc = frozen_document(rng, customer, when, trace_id, "support.answer", model, st.SUPPORT_ALIAS, request, output)
     doc["prompt"] = {
         "template_id": st.SUPPORT_TEMPLATE,
         "version": version,
@@ -168,12 +168,12 @@ def triage_call(
         messages=[{"role": "user", "content": question}],
         params=_STORES.params["support.triage"],
     )
-    doc = _frozen(rng, customer, when, trace_id, "support.triage", model, "triage-default", request, topic)
+    doc = frozen_document(rng, customer, when, trace_id, "support.triage", model, "triage-default", request, topic)
     doc["prompt"] = {"template_id": st.TRIAGE_TEMPLATE, "version": "v1", "label": "production", "variables": {}}
     return doc
 
 
-def _frozen(
+def frozen_document(
     rng: random.Random,
     customer: Customer,
     when: datetime,

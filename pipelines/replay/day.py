@@ -289,11 +289,14 @@ def plan_day(inputs: DayInputs) -> tuple[list[Planned], list[SessionStart]]:
                     request = replay_request(recorded, mode, i, **common)
                     plans.append(Planned(sampled, mode, i, fidelity, request, None, substituted))
             elif mode == "diff":
-                body, _ = inputs.serve(b.with_candidate(call, recorded, candidate, inputs.template_source))
+                # the candidate's side moves only when it keeps the recorded (retired) model; the baseline always
+                as_asked = b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source)
+                body, moved = inputs.serve(as_asked)
                 baseline = replay_request(recorded, BASELINE, call_id=call["call_id"], substituted_from=substituted)
-                plans.append(
-                    Planned(sampled, mode, 0, fidelity, replay_request(body, mode, **common), baseline, substituted)
+                sent = replay_request(
+                    body, mode, candidate=candidate.id, call_id=call["call_id"], substituted_from=moved
                 )
+                plans.append(Planned(sampled, mode, 0, fidelity, sent, baseline, substituted or moved))
     return plans, _session_starts(inputs, sessions)
 
 
@@ -407,9 +410,9 @@ def _session_starts(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]])
         if not fidelity.sendable:
             out.append(SessionStart(item, fidelity, session, None))
             continue
-        recorded, substituted = inputs.serve(b.recorded_request(call))
-        body, _ = inputs.serve(b.with_candidate(call, recorded, candidate, inputs.template_source))
-        out.append(SessionStart(item, fidelity, session, body, substituted))
+        # compared with the recorded final answer: substituted only when the candidate keeps the retired model
+        body, moved = inputs.serve(b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source))
+        out.append(SessionStart(item, fidelity, session, body, moved))
     return out
 
 

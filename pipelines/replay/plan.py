@@ -158,6 +158,8 @@ class ReplayPlan:
             "plan_to_send": self.to_send,
             "plan_batches": self.batches,
             "plan_usd_upper": self.total_usd,
+            "plan_usd_first_round": self.usd,
+            "plan_usd_first_round_with_cache": self.usd_with_cache,
             "plan_usd_with_cache": round(self.usd_with_cache + self.judge_usd + self.state_usd, 6),
             "plan_budget_usd": self.budget_usd,
             "plan_substitutions": ", ".join(f"{a} -> {b}" for a, b in sorted(self.substitutions)) or "none",
