@@ -48,29 +48,32 @@ def template_source(candidate: Candidate, templates: TemplateStore) -> str | Non
     return found.source
 
 
-def day_inputs(candidate: Candidate, day: date, warehouse: Warehouse, templates: TemplateStore) -> DayInputs:
-    """The day's calls with their latest rot check and redaction mode."""
-    calls = warehouse.read("calls", pl.col("occurred_date") == day, list(CALL_COLUMNS)).to_dicts()
-    return DayInputs(
-        candidate=candidate,
-        day=day,
-        calls=calls,
-        rot=latest_rot(
-            warehouse.read(
-                "rot_checks",
-                pl.col("occurred_date") == day,
-                ["call_id", "checked_at", "status", "components", "missing", "replay_fidelity"],
-            ).to_dicts()
-        ),
-        redaction_modes=dict(
-            warehouse.read(
-                "redaction_audit",
-                (pl.col("occurred_date") == day) & (pl.col("source_table") == "calls"),
-                ["call_id", "mode"],
-            ).iter_rows()
-        ),
-        template_source=template_source(candidate, templates),
-    )
+def day_inputs(
+    candidate: Candidate, day: date, warehouse: Warehouse, templates: TemplateStore, read: DayInputs | None = None
+) -> DayInputs:
+    """The day's calls with their latest rot check and redaction mode (``read``: the day as read
+    already for another candidate, reused)."""
+    if read is None:
+        read = DayInputs(
+            candidate=candidate,
+            day=day,
+            calls=warehouse.read("calls", pl.col("occurred_date") == day, list(CALL_COLUMNS)).to_dicts(),
+            rot=latest_rot(
+                warehouse.read(
+                    "rot_checks",
+                    pl.col("occurred_date") == day,
+                    ["call_id", "checked_at", "status", "components", "missing", "replay_fidelity"],
+                ).to_dicts()
+            ),
+            redaction_modes=dict(
+                warehouse.read(
+                    "redaction_audit",
+                    (pl.col("occurred_date") == day) & (pl.col("source_table") == "calls"),
+                    ["call_id", "mode"],
+                ).iter_rows()
+            ),
+        )
+    return replace(read, candidate=candidate, template_source=template_source(candidate, templates))
 
 
 def asker(llm: LLM, warehouse: Warehouse, run_id: str, log, counts: Counter):

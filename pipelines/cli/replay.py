@@ -73,9 +73,11 @@ def print_plans(candidate_ids: list[str], first: date, last: date) -> list[str]:
     registry, templates = settings.candidate_registry(), settings.ingredient_stores()["template_store"]
     judge = JudgePolicy(path=settings.judge_policy).load().judge
     blocked = []
+    read: dict[date, object] = {}  # each day's tables are read once for every candidate
     for candidate_id in candidate_ids:
         candidate = registry.get(candidate_id)
-        days = [day_inputs(candidate, d, warehouse, templates) for d in _days(first, last)]
+        days = [day_inputs(candidate, d, warehouse, templates, read.get(d)) for d in _days(first, last)]
+        read.update({d.day: d for d in days})
         plan = plan_of(days, llm, warehouse, judge.model)
         head, *rest = plan.lines()
         out.print(head, style="bold", markup=False, highlight=False, soft_wrap=True)
