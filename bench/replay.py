@@ -28,7 +28,6 @@ import sys
 import time
 from collections import Counter
 from dataclasses import replace
-from datetime import UTC, date, datetime
 from pathlib import Path
 
 import anthropic
@@ -37,9 +36,8 @@ import polars as pl
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from assets.replay import answered, asker, sender  # noqa: E402
-from pipelines.demo import generate  # noqa: E402
+from bench.rot import DAY, prepare  # noqa: E402
 from pipelines.demo.registry import FOLDER  # noqa: E402
-from pipelines.ingest import SourceObject, ingest_object  # noqa: E402
 from pipelines.llm.lifecycle import load, serve  # noqa: E402
 from pipelines.llm.params import Translator, split_for_sdk  # noqa: E402
 from pipelines.llm.pricing import cost_usd  # noqa: E402
@@ -47,11 +45,9 @@ from pipelines.llm.request import LLMRequest  # noqa: E402
 from pipelines.replay.candidates import parse_candidate  # noqa: E402
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, replay_day  # noqa: E402
 from pipelines.replay.plan import plan_replay  # noqa: E402
-from pipelines.resources.object_store import ObjectStore  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
 from pipelines.simulator import Simulator, running, simulated_llm  # noqa: E402
 
-DAY = date(2026, 11, 20)
 TARGET = 0.35
 CANDIDATE = parse_candidate((FOLDER / "kb-haiku.yaml").read_text(), "kb-haiku.yaml")
 
@@ -59,26 +55,6 @@ CANDIDATE = parse_candidate((FOLDER / "kb-haiku.yaml").read_text(), "kb-haiku.ya
 class Log:
     def info(self, message: str) -> None:
         print(f"  {message}", file=sys.stderr)
-
-
-def prepare(out: Path, calls: int, seed: int) -> Warehouse:
-    """The long-prompt day ingested into a Delta warehouse (reused when already there)."""
-    root = out / f"kb{calls}-seed{seed}"
-    warehouse = Warehouse(uri=str(root / "warehouse"))
-    if warehouse.table("calls") is not None:
-        return warehouse
-    shutil.rmtree(root, ignore_errors=True)
-    generate(str(root / "source"), calls=0, days=1, seed=seed, end=DAY, long_prompt_calls=calls)
-    source = ObjectStore(uri=str(root / "source"))
-    now = datetime.now(UTC)
-    rows = []
-    for info in source.list_day(DAY):
-        obj = SourceObject(
-            info.key, source.uri_for(info.key), info.etag, info.size, info.last_modified, source.read(info.key)
-        )
-        rows += ingest_object(obj, DAY, "bench", now).calls
-    warehouse.merge("calls", rows)
-    return warehouse
 
 
 def naive(url: str, bodies: list[dict]) -> None:
@@ -114,10 +90,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=600, help="support.kb calls in the day (default 600)")
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "replay")
+    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "rot")
     args = parser.parse_args()
 
-    warehouse = prepare(args.out, args.calls, args.seed)
+    warehouse, _ = prepare(args.out, 0, args.seed, long_prompt_calls=args.calls)
     ledger = Path(warehouse.uri).parent / "replay-bench"  # a fresh ledger each run: nothing reused
     shutil.rmtree(ledger, ignore_errors=True)
     scratch = Warehouse(uri=str(ledger))

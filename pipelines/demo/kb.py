@@ -22,7 +22,7 @@ from typing import Any
 
 from pipelines.demo import stores as st
 from pipelines.demo.people import Customer
-from pipelines.demo.support import COMPANY, QUESTIONS, frozen_document
+from pipelines.demo.support import COMPANY, QUESTIONS, frozen_document, retrieval_record
 from pipelines.rot.render import build_request, render_template
 
 ANSWER = {
@@ -58,12 +58,5 @@ def kb_call(rng: random.Random, customer: Customer, when: datetime, trace_id: st
     output = ANSWER[customer.language].format(fact=docs[0]["text"].split(". ")[0] + ".", doc=docs[0]["doc_id"])
     doc = frozen_document(rng, customer, when, trace_id, "support.kb", model, st.SUPPORT_ALIAS, request, output)
     doc["prompt"] = {"template_id": st.KB_TEMPLATE, "version": "v1", "label": "production", "variables": variables}
-    doc["retrieval"] = {
-        "embedding_model": "voyage-3-lite",
-        "index_snapshot": st.KB_SNAPSHOT,
-        "query": question,
-        "doc_ids": [d["doc_id"] for d in docs],
-        "scores": [d["score"] for d in docs],
-        "texts": [d["text"] for d in docs],
-    }
+    doc["retrieval"] = retrieval_record(question, docs)
     return doc

@@ -139,7 +139,16 @@ def answer_call(
         "label": "production",
         "variables": variables,
     }
-    doc["retrieval"] = {
+    doc["retrieval"] = retrieval_record(question, docs)
+    if rng.random() < 0.02:
+        # the legacy code path logs the rendered prompt but not which template made it
+        doc["prompt"] = None
+    return doc
+
+
+def retrieval_record(question: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The frozen call's ``retrieval`` block: the query and the documents as retrieved."""
+    return {
         "embedding_model": "voyage-3-lite",
         "index_snapshot": st.KB_SNAPSHOT,
         "query": question,
@@ -147,10 +156,6 @@ def answer_call(
         "scores": [d["score"] for d in docs],
         "texts": [d["text"] for d in docs],
     }
-    if rng.random() < 0.02:
-        # the legacy code path logs the rendered prompt but not which template made it
-        doc["prompt"] = None
-    return doc
 
 
 def triage_call(

@@ -328,47 +328,32 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
         language = sampled.segment.get("language")
         original = b.recorded_answer(call)
         new = answers.get(sent.key, NO_ANSWER) if sent else NO_ANSWER
-        if mode == "diff":
-            old = answers.get(baseline.key, NO_ANSWER) if baseline else NO_ANSWER
-            row = _row(
-                inputs,
-                sampled,
-                mode,
-                index,
-                fidelity,
-                sent,
-                new,
-                old,
-                BASELINE,
-                baseline=baseline,
-                extra_cost=old if baseline else None,
-                charged=charged,
-                substituted_from=plan.substituted_from,
-            )
-            if sent is not None:
-                row["verdict"], row["decided_by"] = compare(old, new, language)
-                if row["decided_by"] not in SETTLED:
-                    diffs.append((row, call, old, new))
-        else:
-            row = _row(
-                inputs,
-                sampled,
-                mode,
-                index,
-                fidelity,
-                sent,
-                new,
-                original,
-                "recorded",
-                charged=charged,
-                substituted_from=plan.substituted_from,
-            )
-            if sent is not None:
+        diff = mode == "diff"
+        old = (answers.get(baseline.key, NO_ANSWER) if baseline else NO_ANSWER) if diff else original
+        row = _row(
+            inputs,
+            sampled,
+            mode,
+            index,
+            fidelity,
+            sent,
+            new,
+            old,
+            BASELINE if diff else "recorded",
+            baseline=baseline,
+            extra_cost=old if baseline else None,
+            charged=charged,
+            substituted_from=plan.substituted_from,
+        )
+        if sent is not None:
+            row["verdict"], row["decided_by"] = compare(old, new, language)
+            if diff and row["decided_by"] not in SETTLED:
+                diffs.append((row, call, old, new))
+            if not diff:
                 row["divergence"] = divergence(original, new)
-                row["verdict"], row["decided_by"] = compare(original, new, language)
-            if mode == "class_rate":
-                row["reproduced"] = reproduces(original, new, language)
-                class_samples[call["call_id"]].append(row)
+        if mode == "class_rate":
+            row["reproduced"] = reproduces(original, new, language)
+            class_samples[call["call_id"]].append(row)
         rows.append(row)
     if inputs.judge is not None and inputs.candidate.comparison == "pairwise_judge" and diffs:
         judged = inputs.judge([(call, old, new) for _, call, old, new in diffs])

@@ -70,3 +70,19 @@ def recorded_day(tmp_path_factory) -> RecordedDay:
 def sim() -> Iterator[Simulator]:
     with running() as simulator:
         yield simulator
+
+
+@pytest.fixture
+def cli_env(recorded_day, tmp_path, monkeypatch) -> dict[str, str]:
+    """The environment a `tracelake` command needs to see the recorded day (and a Dagster home of its own)."""
+    settings = recorded_day.settings
+    monkeypatch.chdir(tmp_path)  # reports land under ./.tracelake/reports
+    (tmp_path / "dagster").mkdir()
+    return {
+        "TRACELAKE_SOURCE": settings.source_uri,
+        "TRACELAKE_WAREHOUSE": settings.warehouse_uri,
+        "TRACELAKE_STORES": settings.stores_uri,
+        "TRACELAKE_CANDIDATES": str(recorded_day.registry),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+        "COLUMNS": "200",
+    }

@@ -11,19 +11,8 @@ from tests.replay.conftest import DAY
 
 
 @pytest.fixture
-def env(recorded_day, sim, tmp_path, monkeypatch):
-    settings = recorded_day.settings
-    monkeypatch.chdir(tmp_path)  # reports land under ./.tracelake/reports
-    (tmp_path / "dagster").mkdir()
-    return {
-        "TRACELAKE_SOURCE": settings.source_uri,
-        "TRACELAKE_WAREHOUSE": settings.warehouse_uri,
-        "TRACELAKE_STORES": settings.stores_uri,
-        "TRACELAKE_CANDIDATES": str(recorded_day.registry),
-        "DAGSTER_HOME": str(tmp_path / "dagster"),
-        "COLUMNS": "200",
-        **sim.env(),
-    }
+def env(cli_env, sim):
+    return {**cli_env, **sim.env()}
 
 
 def test_replay_a_candidate_then_every_active_candidate_and_report(recorded_day, sim, env, tmp_path):

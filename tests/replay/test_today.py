@@ -21,18 +21,8 @@ SUBSTITUTE = "claude-sonnet-4-6"
 
 
 @pytest.fixture
-def env(recorded_day, tmp_path, monkeypatch):
-    settings = recorded_day.settings
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "dagster").mkdir()
-    return {
-        "TRACELAKE_SOURCE": settings.source_uri,
-        "TRACELAKE_WAREHOUSE": settings.warehouse_uri,
-        "TRACELAKE_STORES": settings.stores_uri,
-        "TRACELAKE_CANDIDATES": str(recorded_day.registry),
-        "DAGSTER_HOME": str(tmp_path / "dagster"),
-        "COLUMNS": "250",
-    }
+def env(cli_env):
+    return {**cli_env, "COLUMNS": "250"}
 
 
 def add_v4_copy(recorded_day, slug: str) -> None:
