@@ -19,6 +19,7 @@ from pipelines.collector import gc_paused
 from pipelines.ingest import IngestBatch
 from pipelines.ingest_plan import DayPlan, plan_day
 from pipelines.partitions import daily, day_and_shard, day_of
+from pipelines.record.schema import SPECS
 from pipelines.redact.residual import patterns_for_mode
 from pipelines.resources.object_store import ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
@@ -40,14 +41,8 @@ def _last_etags(warehouse: Warehouse, keys: list[str]) -> dict[str, str]:
     return dict(latest.iter_rows())
 
 
-# What each table the raw-trace load writes holds (shown in the Dagster UI).
-LOADED_TABLES = {
-    "calls": "One row per model call: the frozen request and response, the replay unit.",
-    "spans": "Every span or event: llm calls, tools, retrievals, thoughts, state changes.",
-    "ingest_log": "One row per source object version processed, with record accounting.",
-    "quarantine": "Records and objects that could not be ingested, with where and why.",
-    "redaction_audit": "One row per redacted call: entity counts by type, mode, policy and detector versions.",
-}
+# The tables the raw-trace load writes; the UI shows each one's description from record/schema.py.
+LOADED_TABLES = ("calls", "spans", "ingest_log", "quarantine", "redaction_audit")
 
 
 def _start_workers_early(redactor: "Redactor", rows: int) -> None:
@@ -88,8 +83,8 @@ def _free_rows_while_writing(batch: IngestBatch) -> threading.Thread:
 
 @dg.multi_asset(
     specs=[
-        dg.AssetSpec(name, description=description, kinds={"delta"}, group_name="ingest")
-        for name, description in LOADED_TABLES.items()
+        dg.AssetSpec(name, description=SPECS[name].description, kinds={"delta"}, group_name="ingest")
+        for name in LOADED_TABLES
     ],
     partitions_def=daily,
     pool="warehouse",
@@ -141,8 +136,6 @@ def raw_traces(
             policy=redaction.policy(),
             patterns=patterns_for_mode(redaction.mode),
             progress=report,
-            # shards of one day run at once: two blind appends into an empty day would not conflict
-            sole_writer=shard is None,
             # the quality checks' Great Expectations context is built while the workers run NER
             redacting=quality.prepare_in_background,
             redacted=lambda: stopped.append(stopping.submit(redactor.close)),
@@ -174,7 +167,7 @@ def raw_traces(
             **merge_metadata(calls, warehouse, on_day),
             "preview": preview(
                 batch.calls,
-                ["call_id", "trace_id", "service", "request_model", "finish_reason", "status", "latency_ms"],
+                ["service", "request_model", "finish_reason", "status", "latency_ms"],
             ),
         },
     )
@@ -196,7 +189,7 @@ def raw_traces(
         asset_key="quarantine",
         metadata={
             **merge_metadata(quarantine, warehouse, pl.col("source_key").is_in([o.key for o in listed])),
-            "preview": preview(batch.quarantine, ["source_key", "line", "error_class", "message"]),
+            "preview": preview(batch.quarantine, ["source_format", "scope", "line", "error_class", "message"]),
         },
     )
     yield dg.MaterializeResult(
@@ -205,7 +198,7 @@ def raw_traces(
             **counts,
             **merge_metadata(log, warehouse, pl.col("partition_date") == day),
             "preview": preview(
-                batch.ingest_log, ["source_key", "status", "records_read", "records_ingested", "records_quarantined"]
+                batch.ingest_log, ["source_format", "status", "records_read", "records_ingested", "records_quarantined"]
             ),
         },
     )
@@ -235,6 +228,6 @@ def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Materi
         metadata={
             **merge_metadata(result, warehouse, pl.col("occurred_date") == day),
             "traces": len(rows),
-            "preview": preview(rows, ["trace_id", "service", "call_count", "step_count", "total_tokens", "outcome"]),
+            "preview": preview(rows, ["service", "call_count", "step_count", "total_tokens", "outcome"]),
         }
     )

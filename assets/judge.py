@@ -76,7 +76,7 @@ def agent_events(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.
     spans = warehouse.read("spans", _around(day))
     calls = warehouse.read("calls", _around(day))
     rows = [r for r in event_rows(build_traces(spans.to_dicts(), calls.to_dicts())) if r["occurred_date"] == day]
-    result = warehouse.merge("agent_events", rows, partitions=[day], replace=f"t.occurred_date = '{day}'")
+    result = warehouse.merge("agent_events", rows, partitions=[day], replace=pl.col("occurred_date") == day)
     types = Counter(r["event_type"] for r in rows)
     context.log.info(f"{day}: {len(rows)} agent events from {len({r['trace_id'] for r in rows})} traces")
     return dg.MaterializeResult(
@@ -84,7 +84,7 @@ def agent_events(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.
             **merge_metadata(result, warehouse),
             "dagster/row_count": len(rows),
             "event_types": dg.MetadataValue.json(dict(types.most_common())),
-            "preview": preview(rows, ["trace_id", "step_index", "event_type", "model", "tool_called", "tool_success"]),
+            "preview": preview(rows, ["step_index", "event_type", "model", "tool_called", "tool_success"]),
         }
     )
 
@@ -126,9 +126,9 @@ def semantic_errors(context: dg.AssetExecutionContext, warehouse: Warehouse, llm
     if run.skipped:
         context.log.warning(f"{day}: LLM judge {run.skipped}")
         # keep earlier judge findings of the day: only the heuristics' rows are replaced
-        replace = f"t.occurred_date = '{day}' AND t.detector NOT LIKE 'llm_judge:%'"
+        replace = (pl.col("occurred_date") == day) & ~pl.col("detector").str.starts_with("llm_judge:")
     else:
-        replace = f"t.occurred_date = '{day}'"
+        replace = pl.col("occurred_date") == day
         context.log.info(
             f"{day}: judged {sum(s.judged for s in found.selections.values())} of {len(traces)} traces: "
             f"{run.sent} requests sent, {run.reused} found stored, ${run.cost_usd:.4f}"
@@ -156,7 +156,7 @@ def semantic_errors(context: dg.AssetExecutionContext, warehouse: Warehouse, llm
             "by_class": dg.MetadataValue.json(dict(found.by_class.most_common())),
             "rates": _rates_md(rates),
             "preview": preview(
-                errors, ["trace_id", "error_class", "detector", "affected_step", "judged_with_probability"]
+                errors, ["error_class", "detector", "affected_step", "confidence", "judged_with_probability"]
             ),
         },
     )
@@ -188,7 +188,7 @@ def state_violations(context: dg.AssetExecutionContext, warehouse: Warehouse) ->
     day = day_of(context)
     traces = _traces_of(warehouse, day)
     rows = judge_day.violations(traces, day)
-    result = warehouse.merge("state_violations", rows, partitions=[day], replace=f"t.occurred_date = '{day}'")
+    result = warehouse.merge("state_violations", rows, partitions=[day], replace=pl.col("occurred_date") == day)
     codes = Counter(r["code"] for r in rows if r["first_in_trace"])
     return dg.MaterializeResult(
         metadata={
@@ -197,7 +197,7 @@ def state_violations(context: dg.AssetExecutionContext, warehouse: Warehouse) ->
             "traces": len(traces),
             "traces_violating": sum(codes.values()),
             "first_violation_by_code": dg.MetadataValue.json(dict(codes.most_common())),
-            "preview": preview([r for r in rows if r["first_in_trace"]], ["trace_id", "code", "step_index"]),
+            "preview": preview([r for r in rows if r["first_in_trace"]], ["code", "step_index", "detail"]),
         }
     )
 
@@ -264,7 +264,12 @@ def deep_sessions(
             "sessions_past_step": deep.height,
             "step": t.deep_step,
             "allowed": t.deep_sessions,
-            "sessions": preview(deep.to_dicts(), ["session_id", "last_step"], limit=20),
+            # the sessions themselves by query (ids stay out of Dagster's storage, see assets/reporting.py)
+            "sessions": preview(deep.to_dicts(), ["last_step"], limit=20),
+            "find_them": dg.MetadataValue.md(
+                f'`tracelake sql "SELECT session_id, max(step_index) AS last_step FROM agent_events '
+                f"WHERE occurred_date = '{day_of(context)}' GROUP BY 1 HAVING max(step_index) > {t.deep_step}\"`"
+            ),
         },
     )
 
@@ -287,7 +292,11 @@ def session_cost(
         {
             "sessions_over": costly.height,
             "threshold_usd": limit,
-            "sessions": preview(costly.to_dicts(), ["session_id", "cost_usd", "calls"], limit=20),
+            "sessions": preview(costly.to_dicts(), ["cost_usd", "calls"], limit=20),
+            "find_them": dg.MetadataValue.md(
+                f'`tracelake sql "SELECT session_id, sum(cost_usd) AS cost_usd FROM agent_events '
+                f"WHERE occurred_date = '{day_of(context)}' GROUP BY 1 HAVING sum(cost_usd) > {limit}\"`"
+            ),
         },
     )
 

@@ -18,8 +18,9 @@ from pipelines.llm.ledger import run_spend
 from pipelines.llm.lifecycle import serve
 from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key, candidate_day_of, candidate_days
 from pipelines.partitions import candidates as candidate_dimension
+from pipelines.printable import inert
 from pipelines.replay.bodies import answer_of
-from pipelines.replay.candidates import Candidate, CandidateError
+from pipelines.replay.candidates import Candidate, CandidateError, template_problem
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.judging import pairwise_judge
 from pipelines.replay.plan import ReplayPlan, plan_replay
@@ -44,6 +45,11 @@ def template_source(candidate: Candidate, templates: TemplateStore) -> str | Non
             candidate.id,
             f"template {candidate.template.id} version {candidate.template.version} is not in the template "
             f"store at {templates.uri}; add it there or give template_source inline",
+        )
+    problem = template_problem(found.source)
+    if problem:
+        raise CandidateError(
+            candidate.id, f"template {candidate.template.id} version {candidate.template.version}: {problem}"
         )
     return found.source
 
@@ -226,7 +232,7 @@ def replays(
             "simulated": dg.MetadataValue.bool(any(r["simulated"] for r in rows)),
             "fidelity": dg.MetadataValue.json(dict(fidelities)),
             "verdicts": dg.MetadataValue.json(dict(verdicts)),
-            "preview": preview(rows, ["call_id", "mode", "sample_index", "fidelity", "verdict", "decided_by"]),
+            "preview": preview(rows, ["service", "mode", "sample_index", "fidelity", "verdict", "decided_by"]),
         }
     )
 
@@ -274,10 +280,10 @@ def replay_summary(context: dg.AssetExecutionContext, warehouse: Warehouse) -> d
 def candidate_partitions_sync(context: dg.SensorEvaluationContext, candidate_registry: CandidateRegistry):
     found, rejected = candidate_registry.load()
     for error in rejected:
-        context.log.error(f"rejected candidate file: {error}")
+        context.log.error(f"rejected candidate file: {inert(str(error))}")
     known = set(context.instance.get_dynamic_partitions(CANDIDATE_PARTITIONS))
     new = sorted(set(found) - known)
-    problems = "; ".join(str(e) for e in rejected)
+    problems = "; ".join(inert(str(e)) for e in rejected)
     if not new:
         return dg.SkipReason(
             f"no new candidates ({len(found)} known)" + (f"; rejected: {problems}" if problems else "")

@@ -4,7 +4,7 @@
 ``dagster/row_count`` is counted in the table (the partition's rows, after
 the merge), not from the rows merged, so an idempotent re-run that writes
 nothing still shows the table; ``dagster/column_schema`` is the declared
-Arrow schema (pipelines/record/schema.py).
+schema, each column with its meaning (pipelines/record/schema.py).
 """
 
 from __future__ import annotations
@@ -16,13 +16,26 @@ import dagster as dg
 import polars as pl
 import pyarrow as pa
 
-from pipelines.record.schema import TABLES
+from pipelines.record.schema import SPECS
 from pipelines.resources.warehouse import MergeResult, Warehouse
+
+# Columns that tie a row to a person (their id, or the id of their call, trace, session or
+# event): Dagster's event storage keeps metadata forever, where `tracelake forget` cannot
+# reach, so no preview shows them (tests/retention/test_erasure.py searches the instance).
+LINKS_TO_A_PERSON = frozenset(
+    ("user_id", "session_id", "conversation_id", "trace_id", "call_id", "span_id", "span_key", "event_key",
+     "event_id", "bad_call_id", "good_call_id", "replay_id", "finding_id", "violation_id", "response_id",
+     # an application's object keys can carry them too (escalations/<trace_id>.json)
+     "source_key", "source_uri")
+)  # fmt: skip
 
 
 def preview(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], limit: int = 5) -> dg.MetadataValue:
-    """A small markdown table of chosen columns. Choose ids, counts and
-    statuses: text columns belong in the table, not in the UI."""
+    """A small markdown table of chosen columns: labels, counts and statuses. Text columns
+    belong in the table, not in the UI, and ids that link to a person are refused."""
+    linked = sorted(set(columns) & LINKS_TO_A_PERSON)
+    if linked:
+        raise ValueError(f"a preview cannot show {', '.join(linked)}: Dagster keeps it where erasure cannot reach")
     if not rows:
         return dg.MetadataValue.md("_no rows_")
     header = "| " + " | ".join(columns) + " |"
@@ -40,8 +53,10 @@ def _cell(value: Any) -> str:
 
 
 def column_schema(table: str) -> dg.TableSchema:
-    """The table's declared Arrow schema, as Dagster shows it."""
-    return dg.TableSchema(columns=[dg.TableColumn(f.name, _type(f.type)) for f in TABLES[table]])
+    """The table's declared schema, as Dagster shows it: each column's type and meaning."""
+    return dg.TableSchema(
+        columns=[dg.TableColumn(c.name, _type(c.type), description=c.meaning) for c in SPECS[table].columns]
+    )
 
 
 def _type(kind: pa.DataType) -> str:

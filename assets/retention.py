@@ -16,7 +16,7 @@ from pydantic import Field
 from assets.reporting import merge_metadata, preview
 from pipelines.partitions import daily, day_of
 from pipelines.resources.policies import RetentionPolicy
-from pipelines.resources.warehouse import Warehouse, sql_literal
+from pipelines.resources.warehouse import Warehouse
 from pipelines.retention.coverage import coverage, markdown
 from pipelines.retention.decide import FULL, SAMPLED
 from pipelines.retention.inputs import decide_day
@@ -55,7 +55,7 @@ def retention(
     policy = retention_policy.load()
     rows = decide_day(warehouse, day, policy, datetime.now(UTC))
     # calls that are gone (a replaced source object, an erasure) lose their decision too
-    result = warehouse.merge("retention", rows, partitions=[day], replace=f"t.occurred_date = {sql_literal(day)}")
+    result = warehouse.merge("retention", rows, partitions=[day], replace=pl.col("occurred_date") == day)
     full = rows.filter(pl.col("tier") == FULL)
     sampled = full.filter(pl.col("reasons").list.contains(SAMPLED)).height
     context.log.info(f"{day}: {rows.height} calls decided, {full.height} kept in full ({sampled} sampled)")
@@ -71,9 +71,7 @@ def retention(
             "policy_version": policy.policy_version,
             "policy_sha256": policy.sha256,
             "reasons": _reason_table(rows),
-            "preview": preview(
-                rows.to_dicts(), ["call_id", "service", "user_tier", "tier", "keep_probability", "reasons"]
-            ),
+            "preview": preview(rows.to_dicts(), ["service", "user_tier", "tier", "keep_probability", "reasons"]),
         },
     )
 
@@ -95,7 +93,7 @@ def retention_coverage(
     start = day - timedelta(days=policy.coverage.window_days - 1)
     decisions = warehouse.read("retention", pl.col("occurred_date").is_between(start, day))
     rows = coverage(decisions, start, day, datetime.now(UTC))
-    result = warehouse.merge("retention_coverage", rows, partitions=[day], replace=f"t.window_end = {sql_literal(day)}")
+    result = warehouse.merge("retention_coverage", rows, partitions=[day], replace=pl.col("window_end") == day)
     uncovered = int(rows["uncovered"].sum()) if rows.height else 0
     context.log.info(f"{start}..{day}: {rows.height} segments, {uncovered} with no call kept in full")
     return dg.MaterializeResult(

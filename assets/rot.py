@@ -98,7 +98,7 @@ def rot_checks(
             else dg.MetadataValue.md("_no calls_"),
             "preview": preview(
                 [r for r in rows if r["status"] != "verified"] or rows,
-                ["call_id", "service", "status", "components", "missing", "basis", "replay_fidelity"],
+                ["service", "status", "components", "missing", "basis", "replay_fidelity"],
             ),
         }
     )

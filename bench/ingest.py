@@ -112,13 +112,7 @@ def core(source: Path, warehouse: Path) -> int:
 
     plan = plan_day(store.list_day(DAY), {}, read_objects, lambda ids, days: [], day=DAY, run_id="bench", now=NOW)
     for write in plan.writes:
-        tables.merge(
-            write.table,
-            write.rows,
-            partitions=write.partitions,
-            replace=write.replace,
-            append_when_empty=write.append_when_empty,
-        )
+        write.merge_into(tables)
     return len(plan.batch.calls)
 
 

@@ -6,6 +6,7 @@ import dagster as dg
 
 from assets import ingest, judge, maintenance, quality, replay, retention, rot
 from pipelines.jobs import jobs
+from pipelines.run_heartbeat import executor
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
 from pipelines.settings import Settings
@@ -35,6 +36,8 @@ def build(settings: Settings | None = None) -> dg.Definitions:
             judge.judge_alerts,
         ],
         resources=settings.resources(),
+        # Dagster's default executor, whose run worker beats for run monitoring (pipelines/run_heartbeat.py)
+        executor=executor,
     )
 
 

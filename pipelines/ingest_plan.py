@@ -17,6 +17,7 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 
 from pipelines.collector import gc_paused
@@ -29,7 +30,6 @@ from pipelines.ingest import (
     settle_with_existing,
 )
 from pipelines.record.schema import TABLES
-from pipelines.record.stored import spans_to_store
 from pipelines.redact import residual
 from pipelines.redact.redactor import REWRITTEN_COLUMNS
 from pipelines.redact.row_fields import FIELDS
@@ -52,25 +52,18 @@ class RowRedactor(Protocol):
 
 @dataclass(frozen=True)
 class TableWrite:
-    """One ``Warehouse.merge``: ``replace`` is a SQL predicate on the target
-    whose rows not in ``rows`` are deleted (a changed object replaces what its
+    """One ``Warehouse.merge``: ``replace`` selects the stored rows of ``partitions`` that
+    are deleted unless ``rows`` bring them again (a changed object replaces what its
     previous version wrote)."""
 
     table: str
     rows: list[dict[str, Any]] | pa.Table
     partitions: set[date] | None = None
-    replace: str | None = None
-    # the run is the only writer of these partitions: into empty ones the rows are appended
-    append_when_empty: bool = False
-    # the `calls` rows of the same plan, written before these (record/stored.py to_stored)
-    call_rows: pa.Table | None = None
+    replace: pl.Expr | None = None
 
     def merge_into(self, warehouse: Any) -> Any:
         """This write, through ``warehouse`` (a ``Warehouse``): its ``MergeResult``."""
-        return warehouse.merge(
-            self.table, self.rows, partitions=self.partitions, replace=self.replace,
-            append_when_empty=self.append_when_empty, call_rows=self.call_rows,
-        )  # fmt: skip
+        return warehouse.merge(self.table, self.rows, partitions=self.partitions, replace=self.replace)
 
 
 @dataclass
@@ -88,12 +81,6 @@ class DayPlan:
         return next((w for w in self.writes if w.table == table), None)
 
 
-def sql_in(column: str, values: Iterable[str]) -> str:
-    """``column IN ('a', 'b')`` for a replacement predicate (the warehouse's SQL dialect)."""
-    quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in sorted(set(values)))
-    return f"{column} IN ({quoted})"
-
-
 def plan_day(
     listed: Sequence[Any],
     seen: Mapping[str, str],
@@ -108,7 +95,6 @@ def plan_day(
     policy: Any = None,
     patterns: Any = None,
     progress: Callable[[int, int, IngestBatch], None] | None = None,
-    sole_writer: bool = True,
     redacting: Callable[[], None] | None = None,
     redacted: Callable[[], None] | None = None,
 ) -> DayPlan:
@@ -164,16 +150,13 @@ def plan_day(
 
         # A changed object replaces what its previous version wrote.
         changed = [o.uri for o in read if o.key in seen]
-        replace = sql_in("t.source_uri", changed) if changed else None
-        calls = batch.arrow("calls")
-        # llm spans that `calls` already holds are not stored twice; reading `spans` adds them back
-        spans = spans_to_store(batch.arrow("spans"), calls)
+        replace = pl.col("source_uri").is_in(changed) if changed else None
         writes = [
-            TableWrite("calls", calls, batch.dates("calls"), replace, sole_writer),
-            TableWrite("spans", spans, batch.dates("spans"), replace, sole_writer),
+            TableWrite("calls", batch.arrow("calls"), batch.dates("calls"), replace),
+            TableWrite("spans", batch.arrow("spans"), batch.dates("spans"), replace),
         ]
         if redactor is not None:
-            writes.append(TableWrite("redaction_audit", audit, batch.dates("calls"), None, sole_writer, calls))
+            writes.append(TableWrite("redaction_audit", audit))
         writes += [TableWrite("quarantine", batch.quarantine), TableWrite("ingest_log", batch.ingest_log)]
 
     entities: dict[str, int] = {}
@@ -229,7 +212,7 @@ def _redact_and_screen(
     batch.calls, batch.spans = screened.calls, screened.spans
     batch.quarantine = [*batch.quarantine, *screened.quarantine]
     batch.ingest_log = account(batch.ingest_log, screened)
-    return [row for row in redacted.audit if row["call_id"] not in screened.held], len(screened.quarantine)
+    return [row for row in redacted.audit if row["span_key"] not in screened.held], len(screened.quarantine)
 
 
 def settled_identifiers(batch: IngestBatch, table: str) -> dict[str, np.ndarray]:

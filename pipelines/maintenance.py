@@ -1,8 +1,11 @@
 """Table maintenance: compaction, z-order, a vacuum that keeps time travel, checkpoints.
 
-Merges leave many small files behind (one per merge and partition); readers
-pay for each. Once a day, for every table:
+tracelake's own writes replace whole partitions (one file each), but appends by
+other engines leave small files behind, and readers pay for each. Once a day,
+for every table:
 
+0. bring the table's description and column comments to what ``record/schema.py``
+   says (a commit only when they changed);
 1. compact small files (``optimize.compact``, incremental: only partitions
    with more than one small file are rewritten);
 2. z-order the partitions of the day just finished on the columns people
@@ -141,6 +144,8 @@ def maintain(
     if table is None:
         return None
     version_before, before = table.version(), table_files(table)
+    # the table's name, description and column comments follow record/schema.py
+    warehouse.describe(name)
 
     metrics = _on_fresh_table(warehouse, name, lambda t: t.optimize.compact(writer_properties=COMPACTED_PROPERTIES))
     compacted = int(metrics.get("numFilesRemoved", 0))

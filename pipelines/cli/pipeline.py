@@ -1,4 +1,4 @@
-"""`tracelake demo | demo-data | run | tables | relayout | sql | frozen-call-schema`: stages and tables."""
+"""`tracelake demo | demo-data | run | tables | migrate | sql | frozen-call-schema`: stages and tables."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import os
 import sys
 from contextlib import contextmanager
 from datetime import UTC, date, datetime, timedelta
-from pathlib import Path
-from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -36,18 +34,6 @@ def _days(first: date, last: date) -> list[date]:
     if last < first:
         raise typer.BadParameter(f"--to {last} is before --date {first}")
     return [first + timedelta(days=i) for i in range((last - first).days + 1)]
-
-
-def _instance():
-    """The Dagster instance runs are recorded in: $DAGSTER_HOME, else the
-    project's dagster.yaml (so `make ui` shows CLI runs), else a throwaway one."""
-    import dagster as dg
-
-    if os.environ.get("DAGSTER_HOME"):
-        return dg.DagsterInstance.get()
-    if Path("dagster.yaml").exists():
-        return dg.DagsterInstance.from_config(str(Path.cwd()))
-    return dg.DagsterInstance.ephemeral()
 
 
 @app.command("demo-data")
@@ -197,7 +183,10 @@ def run(
         run_replay_stage(days[0], days[-1])
         return
     job = build().resolve_job_def(stage)  # resources from the environment as it is now
-    instance = _instance()
+    from pipelines.instance import open_instance
+    from pipelines.run_heartbeat import execute_in_process
+
+    instance = open_instance()  # created once, before any run, however many processes start at once
     failed = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -205,8 +194,8 @@ def run(
         task = progress.add_task(f"{stage}", total=len(days))
         for d in days:
             progress.update(task, description=f"{stage} {d}")
-            result = job.execute_in_process(
-                partition_key=d.isoformat(), instance=instance, raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
+            result = execute_in_process(  # with a heartbeat: killed, the run is failed by run monitoring
+                job, instance, partition_key=d.isoformat(), raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
             )
             if not result.success:
                 failed.append(d)
@@ -240,25 +229,31 @@ def tables() -> None:
 
 
 @app.command()
-def relayout(
-    names: Annotated[
-        list[str] | None, typer.Argument(help="Tables to rewrite (default: every table laid out otherwise)")
-    ] = None,
-) -> None:
-    """Rewrite tables written before their layout changed (calls and spans by day and hour) in the current one.
+def migrate() -> None:
+    """Rewrite a warehouse written by an older tracelake in the current table layout, and verify it.
 
-    Run it while no ingest runs: a merge that commits meanwhile makes it fail (run it again)."""
-    from pipelines.record.schema import PARTITIONS
+    Each table is rewritten in one commit and checked row for row against the version it
+    replaced; a second run skips what is done (safe after a kill). Run it while nothing else writes."""
+    from pipelines.migration.rewrite import MigrationMismatch, migrate
     from pipelines.settings import Settings
 
     warehouse = Settings.from_env().warehouse()
-    unknown = sorted(set(names or ()) - set(PARTITIONS))
-    if unknown:
-        raise typer.BadParameter(f"no such table: {', '.join(unknown)} (tables: {', '.join(PARTITIONS)})")
-    for name in names or list(PARTITIONS):
-        with console.status(f"rewriting {name} by {', '.join(PARTITIONS[name])}"):
-            done = warehouse.relayout(name)
-        out.print(f"{name}: {'rewritten by ' + ', '.join(PARTITIONS[name]) if done else 'already laid out so'}")
+
+    def report(table) -> None:
+        if table.status == "rewritten":
+            orphans = f"; {table.orphans} name a call deleted before (kept)" if table.orphans else ""
+            out.print(f"{table.table}: {table.rows:,} rows rewritten and verified{orphans}", markup=False)
+        elif table.status == "current":
+            out.print(f"{table.table}: already in the current layout", markup=False)
+
+    try:
+        with console.status("rewriting tables in the current layout"):
+            result = migrate(warehouse, progress=report)
+    except MigrationMismatch as e:
+        console.print(f"[red]migration stopped:[/] {e}", markup=True, highlight=False)
+        raise typer.Exit(1) from None
+    done = ", ".join(result.rewritten) or "nothing to rewrite"
+    out.print(f"{warehouse.uri}: {done}", markup=False, soft_wrap=True)
 
 
 @app.command()
@@ -267,21 +262,23 @@ def sql(
     limit: int = typer.Option(50, help="Rows to compute and print (pushed into the query)"),
     output: str = typer.Option("table", "--format", help="table, csv or json"),
 ) -> None:
-    """Run SQL over the warehouse tables (polars SQL; every table is registered by name, nothing else is readable)."""
+    """Run SQL over the warehouse tables (DuckDB's dialect; the tables by name, nothing else is readable)."""
+    import duckdb
     import polars as pl
     from rich.markup import escape
 
-    from pipelines.query import QueryRefused, inert, run_query
+    from pipelines.printable import inert
+    from pipelines.query import QueryRefused, run_query
     from pipelines.record.schema import TABLES
     from pipelines.settings import Settings
 
     warehouse = Settings.from_env().warehouse()
     try:
-        result = run_query(query, {name: warehouse.scan(name) for name in TABLES}, limit)
+        result = run_query(query, {name: warehouse.dataset(name) for name in TABLES}, limit)
     except QueryRefused as e:
         console.print(f"[red]query refused:[/] {escape(inert(str(e)))}")
         raise typer.Exit(2) from None
-    except pl.exceptions.PolarsError as e:
+    except duckdb.Error as e:
         console.print(f"[red]query failed:[/] {escape(inert(str(e)))}")
         raise typer.Exit(2) from None
     frame = result.frame

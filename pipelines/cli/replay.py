@@ -9,9 +9,10 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from pipelines.cli.app import app, console, out
-from pipelines.cli.pipeline import QUIET, _days, _instance, _yesterday
+from pipelines.cli.app import app, console, out, said, shown
+from pipelines.cli.pipeline import QUIET, _days, _yesterday
 
 REPORTS = Path(".tracelake") / "reports"
 
@@ -20,13 +21,15 @@ def replay_days(candidate_ids: list[str], days: list[date]) -> list[tuple[str, d
     """Materialize `replays` and `replay_summary` for each candidate x day in-process
     (the Dagster job `replay`, same resources); returns the partitions that failed."""
     from pipelines.definitions import build
+    from pipelines.instance import open_instance
     from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key
+    from pipelines.run_heartbeat import execute_in_process
     from pipelines.settings import Settings
 
     registry = Settings.from_env().candidate_registry()
     for candidate_id in candidate_ids:
         registry.get(candidate_id)  # a clear error before anything runs
-    instance = _instance()
+    instance = open_instance()
     known = set(instance.get_dynamic_partitions(CANDIDATE_PARTITIONS))
     new = [c for c in candidate_ids if c not in known]
     if new:
@@ -40,9 +43,10 @@ def replay_days(candidate_ids: list[str], days: list[date]) -> list[tuple[str, d
         for candidate_id in candidate_ids:
             for d in days:
                 progress.update(task, description=f"replay {candidate_id} {d}")
-                result = job.execute_in_process(
+                result = execute_in_process(
+                    job,
+                    instance,
                     partition_key=candidate_day_key(candidate_id, d),
-                    instance=instance,
                     raise_on_error=False,
                     run_config=QUIET,
                 )
@@ -58,7 +62,7 @@ def active_candidates() -> list[str]:
     registry = Settings.from_env().candidate_registry()
     found, rejected = registry.load()
     for error in rejected:
-        console.print(f"[yellow]skipped[/] {error}")
+        console.print(said("skipped", "yellow", error), soft_wrap=True)
     return sorted(c.id for c in found.values() if c.active)
 
 
@@ -79,32 +83,56 @@ def print_plans(candidate_ids: list[str], first: date, last: date) -> list[str]:
         days = [day_inputs(candidate, d, warehouse, templates, read.get(d)) for d in _days(first, last)]
         read.update({d.day: d for d in days})
         plan = plan_of(days, llm, warehouse, judge.model)
-        head, *rest = plan.lines()
-        out.print(head, style="bold", markup=False, highlight=False, soft_wrap=True)
+        head, *rest = plan.lines()  # model names and reasons come from data: printed as text
+        out.print(shown(head, "bold"), highlight=False, soft_wrap=True)
         for line in rest:
-            style = "red" if line.lstrip().startswith("STOP") else None
-            out.print(line, style=style, markup=False, highlight=False, soft_wrap=True)
+            out.print(shown(line, "red" if line.lstrip().startswith("STOP") else ""), highlight=False, soft_wrap=True)
         if plan.blocked:
             blocked.append(candidate_id)
     return blocked
 
 
+def _valid(candidate_ids: list[str]) -> tuple[list[str], int]:
+    """(the ids the registry holds a valid candidate for, how many it refused, each reported here)."""
+    from pipelines.replay.candidates import CandidateError
+    from pipelines.settings import Settings
+
+    registry = Settings.from_env().candidate_registry()
+    valid, refused = [], 0
+    for candidate_id in candidate_ids:
+        try:
+            registry.get(candidate_id)
+        except CandidateError as e:
+            console.print(said("refused", "red", e), soft_wrap=True)
+            refused += 1
+        else:
+            valid.append(candidate_id)
+    return valid, refused
+
+
 def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = None) -> None:
     """The replay stage for every active candidate (or the given ones) over a window, each
-    candidate's plan printed first."""
+    candidate's plan printed first. A candidate the registry refuses is reported and left out;
+    the others still run (exit 1 afterwards)."""
     ids = candidate_ids if candidate_ids is not None else active_candidates()
+    ids, refused = _valid(ids)
     if not ids:
+        if refused:
+            raise typer.Exit(2)
         console.print("[yellow]no active candidates[/] in the registry (TRACELAKE_CANDIDATES); nothing replayed")
         return
     print_plans(ids, first, last)
     failed = replay_days(ids, _days(first, last))
     if failed:
         console.print(
-            "[red]replay failed for[/] " + ", ".join(f"{c} {d}" for c, d in failed) + "; the run log above says why"
+            said("replay failed for", "red", ", ".join(f"{c} {d}" for c, d in failed)),
+            "; the run log above says why",
         )
-        raise typer.Exit(1)
     for candidate_id in ids:
-        report(candidate_id, first, last)
+        if all(c != candidate_id for c, _ in failed):
+            report(candidate_id, first, last)
+    if failed or refused:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -142,7 +170,7 @@ def replay(
             return None
         run_replay_stage(first, date.fromisoformat(to) if to else first, [candidate])
     except CandidateError as e:
-        console.print(f"[red]{e}[/]", soft_wrap=True)
+        console.print(shown(e, "red"), soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -161,39 +189,47 @@ def report(
         where = where & (pl.col("day") >= first) & (pl.col("day") <= (last or first))
     summary = warehouse.read("replay_summary", where).sort("day").to_dicts()
     if not summary:
-        console.print(f"[yellow]no replay summary for {candidate}[/]; run `tracelake replay --candidate {candidate}`")
+        console.print(
+            said("no replay summary for", "yellow", candidate),
+            shown(f"; run `tracelake replay --candidate {candidate}`"),
+        )
         return None
     days = sorted({r["day"] for r in summary})
-    shown = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity", "model_basis")]
+    columns = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity", "model_basis")]
     # the per-segment table needs ~130 columns; wider than a pipe's default 80
     wide = Console(width=max(out.width, 150))
     for d in days:
         rows = [r for r in summary if r["day"] == d]
-        simulated = " [magenta](simulated LLM)[/]" if any(r["simulated"] for r in rows) else ""
+        simulated = Text(" (simulated LLM)", style="magenta") if any(r["simulated"] for r in rows) else ""
         for mode, fidelity, basis in sorted({group_of(r) for r in rows}):
             group = [r for r in rows if group_of(r) == (mode, fidelity, basis)]
             on = ", on retired models' substitutes" if basis == "substituted" else ""
-            table = Table(title=f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{on}{simulated}")
-            for column in shown:
+            title = Text.assemble(shown(f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{on}"), simulated)
+            table = Table(title=title)
+            for column in columns:
                 table.add_column(
                     column, justify="left" if column in ("segment_key", "flag") else "right", no_wrap=column != "flag"
                 )
             for r in segment_table_rows(group):
                 style = "bold red" if r["flag"] in ("regresses", "HIDES A REGRESSION") else None
-                table.add_row(*(str(r[c]) for c in shown), style=style)
+                table.add_row(*(shown(r[c]) for c in columns), style=style)
             wide.print(table)
         for r in rows:
             if r["segment_key"] == "all" and r["hides_regression"]:
                 wide.print(
-                    f"[bold red]flag[/]: {candidate} improves the {r['mode']}/{r['fidelity']} aggregate on {d} "
-                    f"(delta {r['delta']:+.2f}) while these segments significantly regress: "
-                    + ", ".join(r["regressed_segments"])
+                    said(
+                        "flag:",
+                        "bold red",
+                        f"{candidate} improves the {r['mode']}/{r['fidelity']} aggregate on {d} "
+                        f"(delta {r['delta']:+.2f}) while these segments significantly regress: "
+                        + ", ".join(r["regressed_segments"]),
+                    )
                 )
     cost = sum(r["cost_usd"] for r in summary if r["segment_key"] == "all")
-    console.print(f"replay cost for {candidate}: ${cost:.4f} over {len(days)} day(s)")
+    console.print(shown(f"replay cost for {candidate}: ${cost:.4f} over {len(days)} day(s)"))
     path = plot or REPORTS / f"{candidate}.png"
     plot_deltas(summary, path, f"{candidate}: per-segment delta, {days[0]}..{days[-1]}")
-    console.print(f"plot: {path}")
+    console.print(shown(f"plot: {path}"))
     return path
 
 
@@ -217,11 +253,12 @@ def candidates() -> None:
 
     registry = Settings.from_env().candidate_registry()
     found, rejected = registry.load()
-    table = Table(title=f"candidates in {registry.uri}")
+    table = Table(title=shown(f"candidates in {registry.uri}"))
     for column in ("id", "revision", "active", "changes", "modes", "description"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column != "description")
     for c in found.values():
-        table.add_row(c.id, str(c.revision), str(c.active), ", ".join(c.changes), ", ".join(c.modes), c.description)
+        cells = (c.id, c.revision, c.active, ", ".join(c.changes), ", ".join(c.modes), c.description)
+        table.add_row(*map(shown, cells))
     out.print(table)
     for error in rejected:
-        console.print(f"[red]rejected[/] {error}")
+        console.print(said("rejected", "red", error), soft_wrap=True)

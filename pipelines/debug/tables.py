@@ -23,7 +23,6 @@ def optional_scan(warehouse: Tables, name: str) -> pl.LazyFrame | None:
     None when that stage has not run here: debugging works without it."""
     if warehouse.table(name) is None:
         return None
-    # through the warehouse: what storage leaves out of a row comes back (record/stored.py)
     return warehouse.scan(name)
 
 

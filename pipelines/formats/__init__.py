@@ -122,6 +122,11 @@ def normalize_object(
     """Decompressed object bytes -> (format name, rows and problems)."""
     name = format_for(source.key, data, overrides)
     if name is None and _first_record(data) is None:
+        lines = is_line_delimited(source.key)
+        problems = list(islice(json_records(data, lines=lines), DETECT_RECORDS + 1))
+        if 0 < len(problems) <= DETECT_RECORDS and all(isinstance(p, Problem) for p in problems):
+            # every record of the object is bad (one document nested too deep, say): each says why, by line
+            return None, Normalized(problems=problems, records_read=len({p.line for p in problems} - {None}))
         problem = Problem("invalid_json", "expected a JSON document or JSON Lines; the first record does not parse")
         return None, Normalized(problems=[problem])
     if name is None:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pipelines.formats.base import Fragment
-from pipelines.record.canonical import canonical_json
+from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.record.rows import finalize_call
 
 # Columns a content fragment may fill when the span did not carry them.
@@ -56,18 +56,48 @@ def _empty(value: Any) -> bool:
     return value is None or value == [] or value == ""
 
 
-def _feedback_key(item: dict[str, Any]) -> str:
-    return item.get("id") or canonical_json(
-        {k: v for k, v in item.items() if k != "created_at"} | {"at": str(item.get("created_at"))}
-    )
+def with_feedback_ids(call_id: str, items: Iterable[dict[str, Any]], *, stored: bool = True) -> list[dict[str, Any]]:
+    """``items`` (feedback on call ``call_id``), each with an ``id``: the source's own,
+    else one derived from what redaction never rewrites: the call, the item's source,
+    name and time, and how many items before it on the call share those (32 hex digits
+    of their sha256). The comment and the label are left out: they are redacted before
+    anything is stored, so the stored item could never again be matched by its text.
+
+    ``stored``: the items may have been read back from rows written before ids were
+    derived, which a carry-over comparing text may have doubled: exact copies without
+    an id are one item. A format deriving ids at parse (``stored=False``) keeps every item."""
+    out: list[dict[str, Any]] = []
+    copies: set[str] = set()
+    seen: dict[tuple[Any, Any, str], int] = defaultdict(int)
+    for item in items:
+        if item.get("id"):
+            out.append(item)
+            continue
+        at = str(item.get("created_at"))
+        if stored:
+            copy = canonical_json({k: v for k, v in item.items() if k != "created_at"} | {"at": at})
+            if copy in copies:
+                continue
+            copies.add(copy)
+        basis = (item.get("source"), item.get("name"), at)
+        nth = seen[basis]
+        seen[basis] += 1
+        out.append({**item, "id": sha256_hex("|".join((call_id, "feedback", *map(str, basis), str(nth))))[:32]})
+    return out
 
 
 def add_feedback(call: dict[str, Any], items: Iterable[dict[str, Any]]) -> bool:
-    """Append feedback items the call does not have yet (by id). True when something was added."""
-    have = {_feedback_key(f) for f in call.get("feedback") or []}
-    new = [f for f in items if _feedback_key(f) not in have]
+    """Append feedback items the call does not have yet, by id (``with_feedback_ids``).
+    True when something was added."""
+    have = with_feedback_ids(call["call_id"], call.get("feedback") or [])
+    known = {f["id"] for f in have}
+    new = []
+    for item in with_feedback_ids(call["call_id"], items):
+        if item["id"] not in known:
+            known.add(item["id"])
+            new.append(item)
     if new:
-        call["feedback"] = [*(call.get("feedback") or []), *new]
+        call["feedback"] = [*have, *new]
     return bool(new)
 
 

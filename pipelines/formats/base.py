@@ -109,6 +109,41 @@ class NonFiniteNumber(ValueError):
     """NaN or Infinity: Python's json accepts them, JSON and Arrow consumers do not."""
 
 
+class TooDeep(ValueError):
+    """A value nested deeper than ``MAX_DEPTH``: it parses, but no later stage could write it back."""
+
+
+# The deepest nesting a record may have (the record itself is level 1). orjson, which
+# every stage after ingest writes JSON with, refuses anything deeper (TypeError), while
+# json parses up to ~1000 levels: a record between the two would be stored and then
+# break whoever serializes it next, so it is quarantined here, alone.
+MAX_DEPTH = 254
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether ``value`` nests dicts and lists more than ``limit`` levels (iteratively: no recursion limit)."""
+    stack = [(value, 1)] if isinstance(value, (dict, list)) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def check_depth(value: Any, text: bytes | str) -> Any:
+    """``value`` (parsed from ``text``), or TooDeep when it nests past ``MAX_DEPTH``.
+    Only text with more brackets than that can, so most records cost a count."""
+    if isinstance(text, str):
+        brackets = text.count("[") + text.count("{")
+    else:
+        brackets = text.count(b"[") + text.count(b"{")
+    if brackets > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise TooDeep
+    return value
+
+
 def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     value = dict(pairs)
     if len(value) != len(pairs):
@@ -141,7 +176,8 @@ _SHALLOW = 900
 
 
 def strict_loads(data: bytes | str) -> Any:
-    """``json.loads`` that refuses duplicate keys (AmbiguousRecord) and NaN/Infinity (NonFiniteNumber).
+    """``json.loads`` that refuses duplicate keys (AmbiguousRecord), NaN/Infinity
+    (NonFiniteNumber) and nesting past ``MAX_DEPTH`` (TooDeep).
 
     orjson parses first (several times faster); its value is kept only when it
     is certainly json's: orjson refuses NaN, Infinity, invalid UTF-8 and lone
@@ -152,15 +188,18 @@ def strict_loads(data: bytes | str) -> Any:
     goes the slow way), a big int as an ``e+`` float in it.
     """
     if isinstance(data, str):
-        return _strict_slow(data)
+        return check_depth(_strict_slow(data), data)
     raw = data
     if raw.count(b"[") + raw.count(b"{") >= _SHALLOW or b"\\u003" in raw:
-        return _strict_slow(data)
+        return check_depth(_strict_slow(data), raw)
     try:
         value = orjson.loads(raw)
     except (orjson.JSONDecodeError, RecursionError):
-        return _strict_slow(data)
-    again = orjson.dumps(value)
+        return check_depth(_strict_slow(data), raw)
+    try:
+        again = orjson.dumps(value)
+    except TypeError:  # what orjson read it cannot write: nesting past its limit
+        return check_depth(_strict_slow(data), raw)
     # the same bytes back (compact JSON, as most producers write it) cannot hide a duplicate
     if (again != raw and again.count(b":") != raw.count(b":")) or b"e+" in again:
         return _strict_slow(data)
@@ -173,12 +212,14 @@ def json_problem(error: BaseException) -> tuple[str, str]:
         return "ambiguous_record", "an object in the record has the same key twice; fix the producer and re-deliver"
     if isinstance(error, NonFiniteNumber):
         return "invalid_json", "NaN or Infinity is not JSON; the producer must send a number or null"
-    if isinstance(error, RecursionError):
-        return "too_deep", "the record is nested too deeply to parse (over ~1000 levels); flatten it at the source"
+    if isinstance(error, (RecursionError, TooDeep)):
+        return "too_deep", f"the record nests deeper than tracelake stores (at most {MAX_DEPTH} levels); flatten it"
     return "invalid_json", f"expected JSON: {_json_reason(error)}"
 
 
-PARSE_ERRORS = (ValueError, UnicodeDecodeError, RecursionError)
+# Everything parsing (and the re-serialization that checks it) can raise for one record:
+# caught per record, so a record that breaks a parser is that record's problem, never its object's.
+PARSE_ERRORS = (ValueError, TypeError, OverflowError, UnicodeDecodeError, RecursionError)
 
 
 def _element_end(text: str, start: int) -> int | None:
@@ -218,6 +259,7 @@ def _array_records(text: str, max_record_bytes: int) -> Iterator[RawRecord | Pro
         start = i
         try:
             value, end = _DECODER.raw_decode(text, i)
+            check_depth(value, text[start:end])
         except PARSE_ERRORS as e:
             error_class, message = json_problem(e)
             found = _element_end(text, i)
@@ -283,7 +325,7 @@ def json_records(
             except UnicodeDecodeError as e:
                 yield Problem("invalid_json", f"expected UTF-8 JSON: {_json_reason(e)}")
                 return
-            except (ValueError, RecursionError) as e:
+            except PARSE_ERRORS as e:
                 if b"\n" not in stripped.rstrip():
                     yield Problem(*json_problem(e), 1, 0)
                     return

@@ -17,6 +17,7 @@ import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
+from pipelines.formats.assembly import with_feedback_ids
 from pipelines.formats.base import (
     Normalized,
     SourceRef,
@@ -25,7 +26,7 @@ from pipelines.formats.base import (
     validated_object,
 )
 from pipelines.record.anthropic_shape import request_columns_and_plain, response_columns, usage_row
-from pipelines.record.canonical import canonical_json, sha256_hex
+from pipelines.record.canonical import call_id, canonical_json, sha256_hex
 from pipelines.record.rows import document_row, finalize_call, new_call, span_for_call
 
 if TYPE_CHECKING:
@@ -320,6 +321,10 @@ def to_call(
     )
     extra = doc.model_extra or {}
     call["extra_json"] = canonical_json(extra) if extra else None
+    if call["feedback"]:
+        # the document gives its feedback no ids: derived now, from fields redaction leaves alone
+        identity = call_id(source_format, doc.trace_id, call["span_id"])
+        call["feedback"] = with_feedback_ids(identity, call["feedback"], stored=False)
     return finalize_call(call, doc.block_tokens, plain_request=plain_request)
 
 

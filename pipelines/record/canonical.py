@@ -20,10 +20,9 @@ name which ingredient moved:
 - ``document:<doc_id>``: each retrieved document as ``{"doc_id", "text"}``.
 
 A block hash only tells which ingredient moved, never proves the request (that is
-``request_sha256``), so 64 bits of it are enough: it is computed in full (a row's
-``record_sha256`` covers it as computed), stored as its first ``BLOCK_DIGEST_CHARS``
-hex digits (``record/stored.py``) and compared by them (``same_block_digest``), the
-recorded one and the re-rendered one alike, whatever length a table stored.
+``request_sha256``). It is stored in full; a table migrated from layout 1 keeps the first
+``LAYOUT1_BLOCK_DIGEST_CHARS`` digits it stored, so a recorded and a re-rendered hash are
+compared by the digits both have (``same_block_digest``).
 
 This is the one module that implements the spec: the redactor's keyed
 (HMAC) block hashes take their bytes and digests from here too.
@@ -186,21 +185,19 @@ def digest(data: bytes, algorithm: str | None, key: Callable[[], bytes]) -> str:
     raise ValueError(f"unknown block hash algorithm {algorithm!r}; expected one of {', '.join(ALGORITHMS)}")
 
 
-# Hex digits of a block hash that are stored and compared: 64 bits. Two different blocks of
-# one block name whose hashes share them (1 in 1.8e19 per comparison) would hide that block's
-# move from a rot check; the request hash, kept whole, still says the request changed.
-BLOCK_DIGEST_CHARS = 16
-
-
-def block_digest(hex_digest: str) -> str:
-    """A block hash as stored and compared: its first ``BLOCK_DIGEST_CHARS`` digits (a
-    table written before kept all 64; a shorter value is returned as it is)."""
-    return hex_digest[:BLOCK_DIGEST_CHARS]
+# Hex digits of a block hash that layout 1 stored (pipelines/migration/layout1.py): rows
+# migrated from it keep them. Two different blocks whose hashes share 64 bits (1 in 1.8e19
+# per comparison) would hide that block's move; the request hash, whole, still says it.
+LAYOUT1_BLOCK_DIGEST_CHARS = 16
 
 
 def same_block_digest(recorded: str | None, computed: str | None) -> bool:
-    """Whether two hashes of a block (recorded and re-rendered, of any stored length) agree."""
-    return recorded is not None and computed is not None and block_digest(recorded) == block_digest(computed)
+    """Whether two hashes of a block (recorded and re-rendered) agree, by the digits both
+    have: a recorded hash migrated from layout 1 has 16."""
+    if recorded is None or computed is None:
+        return False
+    digits = min(len(recorded), len(computed))
+    return digits >= LAYOUT1_BLOCK_DIGEST_CHARS and recorded[:digits] == computed[:digits]
 
 
 def request_sha256(request: Mapping[str, Any]) -> str:

@@ -16,9 +16,11 @@ from pipelines.record import canonical
 from pipelines.record.capture import context_complete, missing_capture_items
 from pipelines.record.schema import CALLS, SCHEMA_VERSION, SPANS
 
-# Columns that describe where and when a row was loaded, not what it says, and what
-# storage derives from the rest of the row when it writes it (calls.rot_set_key).
-BOOKKEEPING = frozenset(("ingested_at", "source_etag", "record_sha256", "source_uri", "source_line", "rot_set_key"))
+# Columns that describe where and when a row was loaded, not what it says, and what the
+# warehouse derives from the rest of the row when it writes it (record/derived.py).
+BOOKKEEPING = frozenset(
+    ("ingested_at", "source_etag", "record_sha256", "source_uri", "source_line", "rot_set_key", "occurred_hour")
+)
 
 
 class RecordError(Exception):

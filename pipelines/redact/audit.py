@@ -68,7 +68,9 @@ def audit_row(
     flags: list[str],
 ) -> dict[str, Any]:
     audit = {
-        "call_id": record_id,
+        # a call's row is keyed by its llm_call span, whose key is the call id
+        "span_key": record_id,
+        "call_id": record_id if source_table == "calls" else None,
         "source_table": source_table,
         "trace_id": row.get("trace_id"),
         "occurred_date": row.get("occurred_date"),

@@ -6,9 +6,8 @@ hashing every candidate CPF, so the blocks that may hold personal data
 (``system``, ``messages[i]``, ``metadata`` and retrieved documents not marked
 public) are re-hashed here with HMAC-SHA256 under ``TRACELAKE_HASH_KEY``.
 Each row says which algorithm it used, and ``block_sha256`` recomputes the
-same value for a re-rendered block, so the rot check can still compare (by
-the first ``canonical.BLOCK_DIGEST_CHARS`` digits, which is what `calls` stores:
-``canonical.same_block_digest``).
+same value for a re-rendered block, so the rot check can still compare
+(``canonical.same_block_digest``).
 
 The canonical bytes and the digests come from ``pipelines.record.canonical``
 (the one implementation of the hashing spec); this module only decides which

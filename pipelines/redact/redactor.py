@@ -415,7 +415,7 @@ class Redactor:
             "calls": {row["call_id"]: i for i, row in enumerate(calls)},
             "spans": {row["span_key"]: len(calls) + i for i, row in enumerate(spans)},
         }
-        audit.sort(key=lambda row: position[row["source_table"]][row["call_id"]])
+        audit.sort(key=lambda row: position[row["source_table"]][row["span_key"]])
         result = RedactionResult(out_calls, out_spans, audit, dict(stats))
         if screen is not None:
             result.residuals, result.screened = found, screen

@@ -21,21 +21,46 @@ The registry itself is read by ``pipelines.resources.candidates.CandidateRegistr
 The slug becomes a Dagster dynamic partition key, which Dagster does not
 validate (``|``, ``,``, ``[``, ``]`` break multi-partition keys), so it is
 checked here: lowercase letters, digits and single dashes.
+
+A candidate file is data from whoever can write to the registry, and everything in
+it ends up in requests, tables, logs and terminals, so its limits are part of the
+schema: the file's size (``MAX_FILE_BYTES``), YAML without anchors or aliases (a
+kilobyte of aliases can expand to gigabytes once serialized), a model id of the
+characters provider ids use, a template of at most ``MAX_TEMPLATE_CHARS``, params
+and tools of bounded size and depth that cannot replace the request's content, and
+no control or bidirectional-override characters in any text. A file over a limit
+is rejected alone, with the key and the limit; the other candidates still run.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pydantic
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from pipelines.printable import unsafe
 
 SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 SLUG_MAX = 63
 MODES = ("capture", "pinned", "class_rate", "diff", "state")
+# What a candidate file may hold (README "Replay", candidates)
+MAX_FILE_BYTES = 256 * 1024
+MAX_TEMPLATE_CHARS = 100_000  # ~30k tokens of system prompt, in every replayed request
+MAX_NAME_CHARS = 200  # a model id, a service, a template id or version
+MAX_DESCRIPTION_CHARS = 2_000
+MAX_PARAMS_BYTES = 16 * 1024  # as JSON
+MAX_TOOLS_BYTES = 128 * 1024  # as JSON
+MAX_NESTING = 16  # levels of dicts and lists inside params or a tool
+# a model id as providers spell them: claude-sonnet-4-6-20261015, anthropic.claude-...-v1:0, ...@20241022, ARNs
+MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$")
+PARAM_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
+# the request's content and identity: a candidate changes them through model, template and tools, never params
+NOT_PARAMS = frozenset({"model", "messages", "system", "tools", "stream"})
 
 
 class CandidateError(ValueError):
@@ -61,18 +86,98 @@ def slug_problem(slug: str) -> str | None:
     return None
 
 
+def _printable(value: str) -> str:
+    found = unsafe(value)
+    if found is not None:
+        raise ValueError(f"contains a control or bidirectional-override character ({found}); write plain text")
+    return value
+
+
+def _strings(value: Any):
+    """Every string in a JSON-like value (keys and values)."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            yield node
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+
+
+def _nesting(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list, tuple)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+def _bounded_json(value: Any, what: str, max_bytes: int) -> Any:
+    """``value`` when it is JSON of at most ``max_bytes`` and ``MAX_NESTING`` levels with printable strings."""
+    if _nesting(value) > MAX_NESTING:
+        raise ValueError(f"{what} nest deeper than {MAX_NESTING} levels")
+    size = len(json.dumps(value, ensure_ascii=False, default=str).encode())
+    if size > max_bytes:
+        raise ValueError(f"{what} are {size} bytes as JSON; at most {max_bytes}")
+    for text in _strings(value):
+        _printable(text)
+    return value
+
+
+def template_problem(text: str) -> str | None:
+    """Why ``text`` is too big to be a candidate's template (inline or from the template store), or None."""
+    if len(text) > MAX_TEMPLATE_CHARS:
+        return f"the template is {len(text):,} characters; at most {MAX_TEMPLATE_CHARS:,} (every request carries it)"
+    return None
+
+
+def _template(text: str) -> str:
+    problem = template_problem(text)
+    if problem:
+        raise ValueError(problem)
+    return _printable(text)
+
+
+def _model(name: str) -> str:
+    if not MODEL.match(name):
+        raise ValueError(
+            f"{name[:80]!r} is not a model id: use letters, digits and . _ : @ / + - as the provider spells it"
+        )
+    return name
+
+
+def _params(params: dict[str, Any]) -> dict[str, Any]:
+    for key in params:
+        if key in NOT_PARAMS:
+            raise ValueError(f"{key} cannot be a param: set it with the candidate's model, template or tools")
+        if not PARAM_NAME.match(key):
+            raise ValueError(f"{key[:80]!r} is not a request parameter name (lowercase letters, digits, _)")
+    return _bounded_json(params, "params", MAX_PARAMS_BYTES)
+
+
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), AfterValidator(_printable)]
+ModelId = Annotated[str, Field(min_length=1, max_length=MAX_NAME_CHARS), AfterValidator(_model)]
+Text = Annotated[str, Field(min_length=1, max_length=MAX_DESCRIPTION_CHARS), AfterValidator(_printable)]
+Template = Annotated[str, AfterValidator(_template)]
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class TemplateRef(_Strict):
-    id: str = Field(min_length=1)
-    version: str = Field(min_length=1)
+    id: Name
+    version: Name
 
 
 class AppliesTo(_Strict):
-    services: tuple[str, ...] = ()
-    template_id: str | None = None
+    services: tuple[Name, ...] = Field(default=(), max_length=100)
+    template_id: Name | None = None
 
 
 class Sampling(_Strict):
@@ -86,14 +191,14 @@ class Candidate(_Strict):
     version: Literal[1] = 1
     id: str
     revision: int = Field(default=1, ge=1)
-    description: str = Field(min_length=1)
+    description: Text
     active: bool = True
     applies_to: AppliesTo = AppliesTo()
     template: TemplateRef | None = None
-    template_source: str | None = None
-    model: str | None = None
-    params: dict[str, Any] = Field(default_factory=dict)
-    tools: tuple[dict[str, Any], ...] | None = None
+    template_source: Template | None = None
+    model: ModelId | None = None
+    params: Annotated[dict[str, Any], AfterValidator(_params)] = Field(default_factory=dict)
+    tools: tuple[dict[str, Any], ...] | None = Field(default=None, max_length=128)
     modes: tuple[Literal["capture", "pinned", "class_rate", "diff", "state"], ...] = ("diff", "state")
     # how a diff replay's old and new outputs are compared (pipelines/replay/judging.py)
     comparison: Literal["pairwise_judge", "signals"] = "pairwise_judge"
@@ -106,6 +211,11 @@ class Candidate(_Strict):
         if problem:
             raise ValueError(problem)
         return value
+
+    @pydantic.field_validator("tools")
+    @classmethod
+    def _tools(cls, value: tuple[dict[str, Any], ...] | None) -> tuple[dict[str, Any], ...] | None:
+        return None if value is None else _bounded_json(value, "tools", MAX_TOOLS_BYTES)
 
     @pydantic.model_validator(mode="after")
     def _one_template(self) -> Candidate:
@@ -129,14 +239,39 @@ class Candidate(_Strict):
         return not (self.applies_to.template_id and call.get("template_id") != self.applies_to.template_id)
 
 
-def parse_candidate(data: bytes | str, where: str) -> Candidate:
-    """One candidate file, validated; CandidateError names the file and the key."""
+class _NoAliases(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, refusing anchors (``&a``) and aliases (``*a``): a candidate
+    never needs them, and a billion-laughs bomb is made of them (1.2 KB of aliases in
+    ``params`` expands to gigabytes once anything serializes it)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (& and *) are not allowed in a candidate file", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+
+def _load_yaml(data: bytes | str, where: str) -> Any:
+    size = len(data.encode() if isinstance(data, str) else data)
+    if size > MAX_FILE_BYTES:
+        raise CandidateError(where, f"the file is {size:,} bytes; a candidate file may be at most {MAX_FILE_BYTES:,}")
     try:
-        raw = yaml.safe_load(data)
+        return yaml.load(data, Loader=_NoAliases)  # noqa: S506 (a SafeLoader that also refuses aliases)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         line = f" at line {mark.line + 1}" if mark else ""
-        raise CandidateError(where, f"not valid YAML{line}") from None
+        problem = getattr(e, "problem", None)
+        raise CandidateError(where, f"not valid YAML{line}" + (f": {problem}" if problem else "")) from None
+    except RecursionError:
+        raise CandidateError(where, "the YAML nests too deeply to read") from None
+
+
+def parse_candidate(data: bytes | str, where: str) -> Candidate:
+    """One candidate file, validated; CandidateError names the file and the key.
+    Whatever the file holds, nothing else is raised: one bad file never stops the others."""
+    raw = _load_yaml(data, where)
     if not isinstance(raw, dict):
         raise CandidateError(where, "expected a mapping with version, id and description")
     try:
@@ -145,6 +280,8 @@ def parse_candidate(data: bytes | str, where: str) -> Candidate:
         first = e.errors()[0]
         key = ".".join(str(p) for p in first["loc"]) or "(top level)"
         raise CandidateError(where, f"key {key}: {first['msg']}") from None
+    except RecursionError:
+        raise CandidateError(where, f"a value nests deeper than {MAX_NESTING} levels") from None
     stem = Path(where).name.removesuffix(".yaml").removesuffix(".yml")
     if stem != candidate.id:
         raise CandidateError(

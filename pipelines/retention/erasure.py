@@ -3,11 +3,13 @@
 The raw user id is first mapped to its stored form (``redact.stored_id``: an
 email or phone used as the id was pseudonymized at ingest). The user's calls,
 traces and sessions are found through ``user_id`` in every
-table that has it; then every table in ``schema.TABLES`` loses the rows with
-that user id or one of those call, trace or session ids (so `retention`,
-audit and check tables keyed by call id go too). Each table that lost rows is
-vacuumed: the rewritten files, and the log history whose statistics and
-delete predicates could still quote the user, are removed from storage.
+table that has it (and the calls of those traces and sessions); then every
+table in ``schema.TABLES`` loses the rows with that user id or one of those
+call, trace or session ids, through every column that references a call
+(``ablations.bad_call_id`` too). Each table that lost rows is vacuumed: the
+rewritten files, and the log history whose statistics could still quote the
+user, are removed from storage. The counts in `erasure_log` are the rows each
+table lost.
 
 The audit row in `erasure_log` holds a keyed hash of the user id (HMAC-SHA256
 under the operator's erasure key), never the id: someone holding the key can
@@ -23,15 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import polars as pl
 
-from pipelines.record.schema import TABLES
-from pipelines.record.stored import DERIVED_KEY, FROM_CALL, SOURCE_KEY_OF, STORED_CALL_ID
+from pipelines.record.schema import SPECS, TABLES
 from pipelines.redact.identifiers import stored_id
 from pipelines.redact.keys import KeyRing
 
@@ -42,8 +42,6 @@ LOG_TABLE = "erasure_log"
 HASH_SCHEME = "hmac-sha256"
 LINKS = ("call_id", "trace_id", "session_id")
 MIN_KEY_BYTES = 16
-# ids per delete predicate: large enough for most users, small enough for the SQL parser
-CHUNK = 500
 
 
 class ErasureError(ValueError):
@@ -67,16 +65,23 @@ def subject_hash(user_id: str, key: bytes) -> str:
     return hmac.new(key, user_id.encode("utf-8"), hashlib.sha256).hexdigest()
 
 
+def link_columns(name: str) -> dict[str, str]:
+    """The columns of ``name`` that link a row to a call, trace or session: {column: link}
+    (a column that references `calls` links by call id, whatever its name)."""
+    columns = TABLES[name].names
+    links = {column: column for column in LINKS if column in columns}
+    links.update({column: "call_id" for column, target in SPECS[name].references.items() if target == "calls"})
+    return links
+
+
 def _tables() -> list[str]:
-    return [name for name, schema in TABLES.items() if name != LOG_TABLE and _linked(schema.names)]
-
-
-def _linked(columns: list[str]) -> bool:
-    return "user_id" in columns or any(c in columns for c in LINKS)
+    return [name for name in TABLES if name != LOG_TABLE and ("user_id" in TABLES[name].names or link_columns(name))]
 
 
 def find_links(warehouse: Warehouse, user_id: str) -> dict[str, set[str]]:
-    """The call, trace and session ids of the user's rows, in every table with a user_id."""
+    """The call, trace and session ids of the user: of every row with their user_id, and
+    every call of their traces and sessions (a call the application logged without a user
+    id, or a tool-using agent's call, still belongs to the user's trace)."""
     links: dict[str, set[str]] = {c: set() for c in LINKS}
     for name, schema in TABLES.items():
         if "user_id" not in schema.names:
@@ -85,84 +90,27 @@ def find_links(warehouse: Warehouse, user_id: str) -> dict[str, set[str]]:
         rows = warehouse.read(name, pl.col("user_id") == user_id, columns)
         for column in columns:
             links[column] |= set(rows[column].drop_nulls().to_list())
+    in_traces = pl.col("trace_id").is_in(sorted(links["trace_id"])) | pl.col("session_id").is_in(
+        sorted(links["session_id"])
+    )
+    links["call_id"] |= set(warehouse.read("calls", in_traces, ["call_id"])["call_id"].to_list())
     return links
 
 
-def _matching(columns: list[str], user_id: str, links: dict[str, set[str]]) -> Iterator[pl.Expr]:
-    if "user_id" in columns:
-        yield pl.col("user_id") == user_id
-    for column in LINKS:
-        if column in columns and links[column]:
-            yield pl.col(column).is_in(sorted(links[column]))
-
-
-def _predicates(columns: list[str], user_id: str, links: dict[str, set[str]]) -> Iterator[str]:
-    """SQL predicates that together select the user's rows, in chunks of ids."""
-    if "user_id" in columns:
-        yield f"user_id = {_quoted(user_id)}"
-    for column in LINKS:
-        values = sorted(links[column]) if column in columns else []
-        # `calls` and `spans` store a derived key as null and `spans` a call's own span's call
-        # id as "=": those rows are deleted by the columns the key is derived from (``_by_source_key``)
-        for start in range(0, len(values), CHUNK):
-            chunk = ", ".join(_quoted(v) for v in values[start : start + CHUNK])
-            yield f"{column} IN ({chunk})"
-
-
-def _by_source_key(warehouse: Warehouse, name: str, links: dict[str, set[str]]) -> list[str]:
-    """Predicates on the stored ``name`` (`calls` or `spans`) that select its rows linked to the
-    user's calls by ``call_id`` as read: the files hold no call id (`calls`) or span key
-    (`spans`) that is derived, and a call's own span stores its call id as "="."""
-    if not links["call_id"]:
-        return []
-    found = (
-        warehouse.scan(name)
-        .filter(pl.col("call_id").is_in(sorted(links["call_id"])))
-        .select(SOURCE_KEY_OF)
-        .unique()
-        .collect()
-    )
-    rows = [
-        " AND ".join(f"{c} = {_quoted(v)}" for c, v in zip(SOURCE_KEY_OF, row, strict=True)) for row in found.rows()
-    ]
-    return [" OR ".join(f"({r})" for r in rows[i : i + CHUNK]) for i in range(0, len(rows), CHUNK)]
-
-
-# Tables whose files leave out the trace id their call says and may name it by a prefix of
-# its id (record/stored.py), with the column their rows are deleted by
-STORED_APART = dict.fromkeys(FROM_CALL, "call_id")
-
-
-def _delete_predicates(warehouse: Warehouse, name: str, user_id: str, links: dict[str, set[str]]) -> list[str]:
-    """SQL predicates that delete the user's rows of ``name``; none when it holds none. A table
-    in ``STORED_APART`` is matched as read, with its links back, and deleted by its key: a
-    predicate on a stored link would miss, say, the retention row of another user's call in
-    the user's trace, which the trace id links."""
-    if rows_of_user(warehouse, name, user_id, links) == 0:
-        return []
-    columns = TABLES[name].names
-    if name in DERIVED_KEY:
-        return [*_predicates(columns, user_id, links), *_by_source_key(warehouse, name, links)]
-    if name not in STORED_APART:
-        return list(_predicates(columns, user_id, links))
-    key = STORED_APART[name]
-    # by the call id as stored: a prefix where it names the call alone (record/stored.py short_call_ids)
-    matched = warehouse.scan(name, keep_stored_call_id=True).filter(
-        pl.any_horizontal(list(_matching(columns, user_id, links)))
-    )
-    ids = sorted(matched.select(pl.col(STORED_CALL_ID).unique()).collect()[STORED_CALL_ID].drop_nulls().to_list())
-    return [f"{key} IN ({', '.join(_quoted(v) for v in ids[i : i + CHUNK])})" for i in range(0, len(ids), CHUNK)]
-
-
-def _quoted(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
+def user_rows(name: str, user_id: str, links: dict[str, set[str]]) -> pl.Expr | None:
+    """The rows of ``name`` that belong to the user; None when the table cannot hold any."""
+    conditions = [pl.col("user_id") == user_id] if "user_id" in TABLES[name].names else []
+    for column, link in link_columns(name).items():
+        if links[link]:
+            conditions.append(pl.col(column).is_in(sorted(links[link])))
+    return pl.any_horizontal(conditions) if conditions else None
 
 
 def rows_of_user(warehouse: Warehouse, name: str, user_id: str, links: dict[str, set[str]]) -> int:
-    conditions = list(_matching(TABLES[name].names, user_id, links))
-    if not conditions:
+    where = user_rows(name, user_id, links)
+    if where is None:
         return 0
-    return warehouse.scan(name).filter(pl.any_horizontal(conditions)).select(pl.len()).collect().item()
+    return warehouse.scan(name).filter(where).select(pl.len()).collect().item()
 
 
 def forget_user(
@@ -195,15 +143,15 @@ def forget_user(
     report = ErasureReport(
         erasure_id=hashlib.sha256(f"{digest}|{now.isoformat()}".encode()).hexdigest(), subject_hash=digest
     )
+    # every link is found before any table loses rows: some are found through `calls`
     links = find_links(warehouse, user_id)
-    # every table's rows are found before any table loses rows: some are found through `calls`
-    plans = {name: _delete_predicates(warehouse, name, user_id, links) for name in _tables()}
-    for name, predicates in plans.items():
-        # no delete where nothing matches: even an empty delete would write its predicate to the log
-        if not predicates:
-            continue
-        report.rows_deleted[name] = sum(warehouse.delete(name, p) for p in predicates)
-        report.files_removed += warehouse.vacuum(name, orphan_grace_hours=orphan_grace_hours)
+    for name in _tables():
+        where = user_rows(name, user_id, links)
+        # a table with none of the user's rows is not touched (nothing is committed)
+        deleted = 0 if where is None else warehouse.delete(name, where)
+        if deleted:
+            report.rows_deleted[name] = deleted
+            report.files_removed += warehouse.vacuum(name, orphan_grace_hours=orphan_grace_hours)
     report.rows_remaining = sum(rows_of_user(warehouse, name, user_id, links) for name in _tables())
     warehouse.merge(LOG_TABLE, [log_row(report, requested_by, now)])
     return report

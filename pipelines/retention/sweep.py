@@ -101,14 +101,14 @@ def sweep_day(warehouse: Warehouse, day: date, policy: Policy, now: datetime) ->
     ingredient_ids = today.filter(pl.col("tier") == INGREDIENTS)["call_id"].implode()
     on_day = pl.col("occurred_date") == day
     calls = warehouse.read("calls", on_day & pl.col("call_id").is_in(ingredient_ids)).filter(has_full_text())
-    report.calls_stripped = warehouse.rewrite("calls", strip_calls(calls), partitions=[day]).updated
+    report.calls_stripped = warehouse.rewrite("calls", strip_calls(calls)).updated
 
     # a trace's spans lose their text only when every call of the trace is in the ingredients tier
     traces = decisions.group_by("trace_id").agg((pl.col("tier") == INGREDIENTS).all().alias("swept"))
     swept_traces = traces.filter("swept")["trace_id"].implode()
     spans = warehouse.read("spans", on_day & pl.col("trace_id").is_in(swept_traces))
     changed = strip_spans(spans, policy.sweep.keep_span_attributes)
-    report.spans_stripped = warehouse.rewrite("spans", changed, partitions=[day]).updated
+    report.spans_stripped = warehouse.rewrite("spans", changed).updated
 
     # mark last: a run that dies before this point does the day again
     marked = today.with_columns(

@@ -76,7 +76,7 @@ CALL_COLUMNS = (
     "context_complete",
     "truncated",
     "flags",
-    # the stored ingredient-set key (pipelines.rot.set_key); only the grouped check reads it
+    # the stored ingredient-set key (pipelines.record.set_key); only the grouped check reads it
     "rot_set_key",
 )
 REQUEST_KEYS = ("model", "system", "messages", "tools", "metadata")

@@ -8,7 +8,7 @@ set reaches the same verdict, components and notes: ``Checker.check`` decides
 on what the set has in common, and the call's own parts (its messages and
 metadata) come from the record on both sides of the comparison. The set is
 named by the key stored with each call (``calls.rot_set_key``, see
-``pipelines.rot.set_key``; computed here for calls stored before it). So the
+``pipelines.record.set_key``). So the
 check judges each set's classes (one per recorded system prompt) once, with
 ``Checker.judge`` on the class's columns, and gives the verdict to their
 calls; only the per-call columns are computed per call, vectorised:
@@ -49,6 +49,7 @@ import pyarrow as pa
 
 from pipelines.collector import gc_paused
 from pipelines.record.canonical import canonical_json, same_block_digest
+from pipelines.record.set_key import KEY_COLUMN, metadata_dropped, set_keys
 from pipelines.rot.check import (
     APPROXIMATE,
     EXACT,
@@ -64,7 +65,6 @@ from pipelines.rot.class_verdict import reproduces as same_request
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import RAW, REDACTED_FLAG
 from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
-from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, metadata_dropped, set_keys
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
 VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
@@ -97,12 +97,6 @@ VERDICT_SCHEMA = {
 }
 
 
-def computed_request_sha256() -> pl.Expr:
-    """The hash of the stored request bytes. A layout may store ``request_sha256``
-    only where it differs from ``rendered_request_sha256``; null then means equal."""
-    return pl.coalesce(pl.col("request_sha256"), pl.col("rendered_request_sha256"))
-
-
 def _full_bytes_retained() -> pl.Expr:
     """``Checker._full_bytes_retained`` for calls redaction did not change."""
     recorded = pl.col("rendered_request_sha256")
@@ -112,7 +106,7 @@ def _full_bytes_retained() -> pl.Expr:
         & pl.col("context_complete").ne(False).fill_null(True)
         & ~pl.col("truncated").fill_null(False)
         & pl.col("request_hash_matches").ne(False).fill_null(True)
-        & (computed_request_sha256() == recorded).fill_null(False)
+        & (pl.col("request_sha256") == recorded).fill_null(False)
     )
 
 
@@ -177,28 +171,23 @@ def _early_verdicts(checker: Checker, early: pl.DataFrame) -> _Piece:
 
 def _fast_eligible(checker: Checker) -> pl.Expr:
     """Calls whose verdict is their ingredient set's: in a set (``_key``, see
-    ``pipelines.rot.set_key``), not redacted by the run's audits either, and with stored
+    ``pipelines.record.set_key``), not redacted by the run's audits either, and with stored
     bytes the recorded hash witnessed (the others reach an early verdict per call anyway)."""
     return (
-        (pl.col("_key") != NOT_GROUPABLE).fill_null(False)
+        pl.col("_key").is_not_null()
         & ~_redacted(checker)
         & pl.col("request_hash_matches").ne(False).fill_null(True)
         # the stored bytes are the ones the hash witnessed
-        & (computed_request_sha256() == pl.col("rendered_request_sha256")).fill_null(False)
+        & (pl.col("request_sha256") == pl.col("rendered_request_sha256")).fill_null(False)
     )
 
 
 def _day_set_keys(calls: pl.DataFrame) -> pl.Series:
-    """Each call's stored ``rot_set_key``; computed here (the same function) for calls
-    stored before the column existed, so that a day mixing both groups as one."""
-    stored = calls.get_column(KEY_COLUMN) if KEY_COLUMN in calls.columns else None
-    if stored is None or stored.null_count() == calls.height:
-        return set_keys(calls)
-    missing = stored.is_null()
-    if not missing.any():
-        return stored
-    at = missing.arg_true()
-    return stored.clone().scatter(at, set_keys(calls[at]))
+    """Each call's ``rot_set_key``: as stored, or computed here (the same function) for rows
+    that do not carry the column (rows handed to the check directly)."""
+    if KEY_COLUMN in calls.columns:
+        return calls.get_column(KEY_COLUMN)
+    return set_keys(calls)
 
 
 # Per-call columns of the verdict, straight from the call.

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from deltalake import write_deltalake
 from typer.testing import CliRunner
 
 from pipelines.cli import app
@@ -214,8 +213,9 @@ def _write_findings(warehouse_uri: str, trace_id: str) -> None:
             "record_sha256": ["c"],
         }
     )
-    write_deltalake(f"{warehouse_uri}/state_violations", violations)
-    write_deltalake(f"{warehouse_uri}/semantic_errors", errors)
+    warehouse = Warehouse(uri=warehouse_uri)
+    warehouse.merge("state_violations", violations)
+    warehouse.merge("semantic_errors", errors)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,7 @@ import sys
 import dagster as dg
 
 from pipelines.definitions import build
+from pipelines.instance import open_instance
 from pipelines.sensors import shard_request
 from pipelines.settings import Settings
 
@@ -33,7 +34,7 @@ def main() -> None:
     defs = build(settings)
     spec = settings.object_store().shard_spec
     request = shard_request(defs.get_repository_def(), spec, day, int(shard), f"test-{shard}", nightly_day)
-    with dg.DagsterInstance.get() as instance:
+    with open_instance() as instance:  # as the CLI opens it: created once however many shards start at once
         result = execute(defs, request, instance)
     print(json.dumps({"shard": int(shard), "run_id": result.run_id, "success": result.success}), flush=True)
 

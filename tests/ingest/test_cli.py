@@ -28,10 +28,10 @@ def test_demo_run_tables_and_sql(tmp_path, monkeypatch):
     assert listed.exit_code == 0, listed.output
     assert re.search(r"calls\s*│\s*[1-9][\d,]*\s*│\s*1\s*│", listed.output), listed.output  # rows, version 1
 
-    # tables written in the current layout: relayout rewrites nothing (tests/ingest/test_hour_layout.py rewrites one)
-    relaid = runner.invoke(app, ["relayout", "calls", "spans"])
-    assert relaid.exit_code == 0 and "calls: already laid out so" in relaid.output, relaid.output
-    assert "no such table: nosuch" in runner.invoke(app, ["relayout", "nosuch"]).output
+    # tables written in the current layout: migrate rewrites nothing (tests/ingest/test_migration.py rewrites some)
+    migrated = runner.invoke(app, ["migrate"])
+    assert migrated.exit_code == 0 and "calls: already in the current layout" in migrated.output, migrated.output
+    assert "nothing to rewrite" in migrated.output
 
     query = "SELECT occurred_date, count(*) AS n FROM calls GROUP BY occurred_date ORDER BY occurred_date"
     answered = runner.invoke(app, ["sql", query, "--format", "json"])

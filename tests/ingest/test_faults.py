@@ -79,9 +79,10 @@ def test_a_commit_whose_response_was_lost_is_recognized_not_repeated(proxied):
     lost = proxy.add("lose_response", "PUT", r"_delta_log/\d+\.json")
     result = warehouse.merge("quarantine", _quarantine(range(5, 8)))
     assert proxy.hits(lost) == 1, "the commit's PUT landed and its response was dropped"
-    assert (result.committed, result.inserted, result.version) == (True, 3, 1)
+    assert (result.committed, result.inserted, result.version) == (True, 3, 2)
     history = [c["operation"] for c in warehouse.table("quarantine").history()]
-    assert history == ["MERGE", "WRITE"], "one commit for the merge, not two"
+    # newest first: this write, once; the first write; the empty table's creation
+    assert history == ["WRITE", "WRITE", "WRITE"], "one commit for the write, not two"
     assert warehouse.read("quarantine").height == 8
 
 
@@ -96,6 +97,21 @@ def test_delta_reads_survive_truncated_and_reset_responses(proxied):
     ]
     assert sorted(warehouse.read("quarantine")["line"].to_list()) == list(range(20))
     assert [proxy.hits(r) for r in rules] == [2, 1, 1]
+
+
+def test_a_truncated_or_reset_listing_of_the_log_is_read_again(proxied):
+    """Loading a table lists its _delta_log: a LIST response cut in half, or a reset, is
+    tried again like any other read, for a write as for a read."""
+    bucket, proxy = proxied
+    warehouse = bucket.warehouse()
+    warehouse.merge("quarantine", _quarantine(range(20)))
+    listing = r"list-type=2.*_delta_log"
+    rules = [proxy.add("truncate", "GET", listing, times=1), proxy.add("reset", "GET", listing, times=1)]
+    assert sorted(warehouse.read("quarantine")["line"].to_list()) == list(range(20))
+    rules += [proxy.add("truncate", "GET", listing, times=2)]
+    assert warehouse.merge("quarantine", _quarantine(range(20, 25))).inserted == 5
+    assert [proxy.hits(r) for r in rules] == [1, 1, 2]
+    assert warehouse.read("quarantine").height == 25
 
 
 # --- compressed objects ---------------------------------------------------

@@ -10,7 +10,6 @@ import pytest
 
 from pipelines.demo import generate
 from pipelines.record.schema import TABLES
-from pipelines.record.stored import LAYOUT_COLUMNS
 from tests.environments import local_settings, run_stage, s3_settings
 
 DAY = date(2026, 11, 29)
@@ -83,15 +82,13 @@ def test_tables_read_back_with_polars_and_duckdb(tmp_path, instance):
 
     calls = pl.read_delta(warehouse.table_uri("calls"))
     assert calls.schema["occurred_at"] == pl.Datetime("us", "UTC")
-    # read directly, a table shows the column it is laid out by as well (record/stored.py)
-    assert set(TABLES["calls"].names) | set(LAYOUT_COLUMNS["calls"]) == set(calls.columns)
+    assert set(TABLES["calls"].names) == set(calls.columns)
     assert calls["occurred_hour"].to_list() == calls["occurred_at"].dt.hour().cast(pl.Int32).to_list()
     by_service = pl.SQLContext(calls=calls).execute(
         "SELECT service, count(*) AS n FROM calls GROUP BY service ORDER BY service", eager=True
     )
     assert by_service["service"].to_list() == ["agent.orders", "support.answer", "support.triage"]
 
-    # DuckDB's delta extension cannot be installed offline: query an Arrow dataset or a polars frame
     spans = warehouse.table("spans").to_pyarrow_dataset()
     kinds = duckdb.sql("SELECT kind, count(*) AS n FROM spans GROUP BY kind ORDER BY kind").pl()
     assert "llm_call" in kinds["kind"].to_list() and kinds["n"].sum() == spans.count_rows()

@@ -82,7 +82,7 @@ def test_a_crash_between_table_commits_then_a_rerun_duplicates_nothing(tmp_path,
     versions = {t: warehouse.version(t) for t in ("calls", "spans")}
 
     # the run died after writing calls and spans, before ingest_log: the objects look new again
-    warehouse.delete("ingest_log", "true")
+    warehouse.delete("ingest_log", pl.lit(True))
     assert run_stage(settings, "ingest", DAY.isoformat(), instance).success
     assert _counts(warehouse) == first
     assert {t: warehouse.version(t) for t in ("calls", "spans")} == versions, "nothing new: no new version"

@@ -9,13 +9,8 @@ written by the code before the performance work (issue 13).
 
 If a change is *meant* to alter one of these, regenerate the file with
 ``TRACELAKE_DEMO=1 TRACELAKE_START_DATE=2024-01-01 python -m
-tests.pinned.test_demo_outputs`` and say why in the commit.
-
-Documented successors, compared in their documented way (the file stays what
-the code before wrote): `calls` stores the first 16 hex digits of
-``record_sha256`` (``pipelines.record.stored.CALLS_RECORD_DIGEST_CHARS``), so the
-value read back is compared with the pinned value's first 16 digits, and the full
-value the core computed, as ingest hands it to the warehouse, with the pinned value.
+tests.pinned.test_demo_outputs`` and say why in the commit. Every value is compared
+as the table stores it (the table written is the table read).
 """
 
 from __future__ import annotations
@@ -29,8 +24,6 @@ import dagster as dg
 
 from assets.rot import rot_checks, rot_rate_jump
 from pipelines.demo import generate
-from pipelines.record.stored import CALLS_RECORD_DIGEST_CHARS
-from pipelines.resources import warehouse as warehouse_module
 from tests.environments import local_settings, run_stage
 
 DAY = date(2026, 11, 20)
@@ -80,8 +73,7 @@ def outputs(tmp_path: Path, instance: dg.DagsterInstance) -> dict[str, dict]:
         pinned[call["call_id"]] = {
             "record_sha256": call["record_sha256"],
             "rendered_request_sha256": call["rendered_request_sha256"],
-            # the computed hash; a layout may store it only where it differs
-            "request_sha256": call["request_sha256"] or call["rendered_request_sha256"],
+            "request_sha256": call["request_sha256"],
             "rot_status": check.get("status"),
             "rot_components": sorted(check.get("components") or []),
             "entities": {k: v for k, v in sorted(entities.items()) if v},
@@ -90,33 +82,14 @@ def outputs(tmp_path: Path, instance: dg.DagsterInstance) -> dict[str, dict]:
     return dict(sorted(pinned.items()))
 
 
-def _pinned_form(field: str, value):
-    """A pinned value in the form the warehouse reads it back (see the module docstring)."""
-    return value[:CALLS_RECORD_DIGEST_CHARS] if field == "record_sha256" and value else value
-
-
-def test_demo_day_outputs_are_unchanged(tmp_path, instance, monkeypatch):
-    # the `calls` rows as the core built them, before the warehouse stores them
-    built: dict[str, str] = {}
-    to_stored = warehouse_module.to_stored
-
-    def spied(name, data, *args, **kwargs):
-        if name == "calls":
-            built.update(zip(data["call_id"].to_pylist(), data["record_sha256"].to_pylist(), strict=True))
-        return to_stored(name, data, *args, **kwargs)
-
-    monkeypatch.setattr(warehouse_module, "to_stored", spied)
+def test_demo_day_outputs_are_unchanged(tmp_path, instance):
     got = outputs(tmp_path, instance)
     want = json.loads(GOLDEN.read_text())
     assert sorted(got) == sorted(want), "the set of call_ids changed"
     changed = {
-        field: sum(1 for cid in want if got[cid][field] != _pinned_form(field, want[cid][field]))
-        for field in next(iter(want.values()))
+        field: sum(1 for cid in want if got[cid][field] != want[cid][field]) for field in next(iter(want.values()))
     }
     assert not any(changed.values()), f"calls whose pinned output changed, by field: {changed}"
-    # the core's full record digest, where the test sees it: every call's, as pinned
-    assert sorted(built) == sorted(want)
-    assert {cid: built[cid] for cid in want} == {cid: w["record_sha256"] for cid, w in want.items()}
 
 
 if __name__ == "__main__":

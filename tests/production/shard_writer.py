@@ -44,7 +44,6 @@ def write_shard(source: ObjectStore, warehouse: Warehouse, day: date, shard: int
         run_id=RUN_ID,
         now=NOW,
         overrides=source.format_overrides,
-        sole_writer=False,
     )
     results = [w.merge_into(warehouse) for w in plan.writes]
     return {"shard": shard, "objects": len(listed), "merges": [dataclasses.asdict(r) for r in results]}

@@ -6,11 +6,12 @@ from datetime import UTC, date, datetime
 
 import dagster as dg
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from assets.maintenance import maintenance, maintenance_schedule
 from pipelines.maintenance import maintain, table_files
-from pipelines.resources.warehouse import Warehouse
+from pipelines.record.schema import PARTITIONS
+from pipelines.resources.warehouse import WRITER_PROPERTIES, Warehouse, to_arrow
 
 DAY = date(2026, 11, 29)
 
@@ -31,9 +32,19 @@ def _spans(batch: int, n: int = 20) -> list[dict]:
     ]
 
 
-def _fragmented(warehouse: Warehouse, merges: int = 6) -> None:
-    for batch in range(merges):
-        warehouse.merge("spans", _spans(batch), partitions=[DAY, date(2026, 11, 28)])
+def _fragmented(warehouse: Warehouse, appends: int = 6) -> None:
+    """A table with many small files per partition. tracelake's own writes rewrite each
+    partition they touch into one file; another engine's appends (Spark, a backfill script)
+    leave a file each."""
+    warehouse.merge("spans", _spans(0))
+    for batch in range(1, appends):
+        write_deltalake(
+            warehouse.table("spans"),
+            to_arrow("spans", _spans(batch)),
+            mode="append",
+            partition_by=list(PARTITIONS["spans"]),
+            writer_properties=WRITER_PROPERTIES,
+        )
 
 
 def _rows(table: DeltaTable) -> list[tuple]:

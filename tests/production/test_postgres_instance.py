@@ -2,7 +2,8 @@
 daemon and runs submitted through the queued run coordinator, as in docker-compose.yml.
 
 The nightly job runs for two demo days at the same time; a re-run of one changes no table;
-run, event-log, schedule and concurrency storage land in Postgres."""
+run, event-log, schedule and concurrency storage land in Postgres. A nightly run whose code
+server is killed -9 with its run worker is failed by run monitoring (its heartbeat stops)."""
 
 from __future__ import annotations
 
@@ -117,6 +118,19 @@ class Deployment:
         assert launched.returncode == 0, f"dagster job launch failed for {day}:\n{launched.stderr[-3000:]}"
         return run_id
 
+    def shorten_monitoring(self, heartbeat: int, stale_after: int) -> None:
+        """The instance file with run monitoring's intervals in seconds, not minutes (before ``up``)."""
+        config = yaml.safe_load((self.home / "dagster.yaml").read_text())
+        config["run_launcher"]["config"] = {"heartbeat_seconds": heartbeat, "stale_after_seconds": stale_after}
+        config["run_monitoring"]["poll_interval_seconds"] = 1
+        (self.home / "dagster.yaml").write_text(yaml.safe_dump(config))
+
+    def kill_code_server(self) -> None:
+        """kill -9 of the code server and the run workers it started (its process group)."""
+        code = self.processes[0]
+        os.killpg(code.pid, signal.SIGKILL)
+        code.wait(timeout=30)
+
     def log(self, name: str) -> str:
         return "\n".join((self.logs / f"{name}.log").read_text().splitlines()[-40:])
 
@@ -219,3 +233,30 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
     assert "warehouse" in {k for (k,) in postgres.query("SELECT DISTINCT concurrency_key FROM concurrency_slots")}
     daemons = {t for (t,) in postgres.query("SELECT daemon_type FROM daemon_heartbeats")}
     assert {"QUEUED_RUN_COORDINATOR", "SCHEDULER", "MONITORING"} <= daemons
+
+
+def test_a_run_killed_with_its_code_server_is_failed_by_run_monitoring(deployment, tmp_path):
+    """An OOM-killed or restarted code container takes the run workers it started with it;
+    nothing is left to report the run. Its heartbeat stops, and the daemon fails it."""
+    generate(deployment.env["TRACELAKE_SOURCE"], calls=60, days=1, seed=11, end=DAYS[0],
+             stores_out=deployment.env["TRACELAKE_STORES"])  # fmt: skip
+    deployment.shorten_monitoring(heartbeat=1, stale_after=4)
+    deployment.up()
+    instance = dg.DagsterInstance.from_config(str(deployment.home))
+    run_id = deployment.launch(DAYS[0])
+    wait_until(
+        lambda: instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED,
+        RUN_TIMEOUT,
+        f"run {run_id} to start\n{deployment.log('daemon')}",
+    )
+    beat = f"tracelake/heartbeat/{run_id}"
+    wait_until(lambda: instance.run_storage.get_cursor_values({beat}), 60, "the run worker's first heartbeat")
+    deployment.kill_code_server()
+    assert instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.STARTED  # what the kill leaves
+    wait_until(
+        lambda: instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE,
+        120,
+        f"run monitoring to fail {run_id}\n{deployment.log('daemon')}",
+    )
+    messages = [e.message for e in instance.all_logs(run_id) if e.dagster_event and e.dagster_event.is_failure]
+    assert any("no heartbeat from the run worker" in m for m in messages), messages

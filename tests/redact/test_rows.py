@@ -129,7 +129,7 @@ def test_spans_and_calls_of_a_trace_share_placeholders(placeholder_redactor):
     assert "<EMAIL_ADDRESS_1>" in tool["attributes_json"] and "<PHONE_NUMBER_1>" in tool["attributes_json"]
     assert "<EMAIL_ADDRESS_1>" in think["attributes_json"] and "<PHONE_NUMBER_1>" in think["attributes_json"]
     span_audit = [a for a in result.audit if a["source_table"] == "spans"]
-    assert {a["call_id"] for a in span_audit} == {tool["span_key"], think["span_key"]}
+    assert {a["span_key"] for a in span_audit} == {tool["span_key"], think["span_key"]}
 
 
 def test_redaction_is_deterministic(corpus_rows, redacted_rows):

@@ -72,11 +72,11 @@ def sim() -> Iterator[Simulator]:
         yield simulator
 
 
-@pytest.fixture
-def cli_env(recorded_day, tmp_path, monkeypatch) -> dict[str, str]:
-    """The environment a `tracelake` command needs to see the recorded day (and a Dagster home of its own)."""
+def cli_env(recorded_day: RecordedDay, sim: Simulator, tmp_path: Path, monkeypatch) -> dict[str, str]:
+    """The environment `tracelake` commands see: the recorded day's settings, the simulator,
+    DAGSTER_HOME under ``tmp_path``, which is the working directory (reports land under it)."""
     settings = recorded_day.settings
-    monkeypatch.chdir(tmp_path)  # reports land under ./.tracelake/reports
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "dagster").mkdir()
     return {
         "TRACELAKE_SOURCE": settings.source_uri,
@@ -85,4 +85,5 @@ def cli_env(recorded_day, tmp_path, monkeypatch) -> dict[str, str]:
         "TRACELAKE_CANDIDATES": str(recorded_day.registry),
         "DAGSTER_HOME": str(tmp_path / "dagster"),
         "COLUMNS": "200",
+        **sim.env(),
     }

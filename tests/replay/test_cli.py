@@ -7,12 +7,12 @@ import pytest
 from typer.testing import CliRunner
 
 from pipelines.cli import app
-from tests.replay.conftest import DAY
+from tests.replay.conftest import DAY, cli_env
 
 
 @pytest.fixture
-def env(cli_env, sim):
-    return {**cli_env, **sim.env()}
+def env(recorded_day, sim, tmp_path, monkeypatch):
+    return cli_env(recorded_day, sim, tmp_path, monkeypatch)
 
 
 def test_replay_a_candidate_then_every_active_candidate_and_report(recorded_day, sim, env, tmp_path):

@@ -14,15 +14,16 @@ from typer.testing import CliRunner
 from pipelines.cli import app
 from pipelines.demo.registry import FOLDER as DEMO_CANDIDATES
 from pipelines.simulator import running
-from tests.replay.conftest import DAY
+from tests.replay.conftest import DAY, cli_env
 
 RETIRED = "claude-sonnet-4-5-20250929"
 SUBSTITUTE = "claude-sonnet-4-6"
 
 
 @pytest.fixture
-def env(cli_env):
-    return {**cli_env, "COLUMNS": "250"}
+def env(recorded_day, sim, tmp_path, monkeypatch):
+    """The CLI's environment (each test points it at a simulator of its own)."""
+    return {**cli_env(recorded_day, sim, tmp_path, monkeypatch), "COLUMNS": "250"}
 
 
 def add_v4_copy(recorded_day, slug: str) -> None:

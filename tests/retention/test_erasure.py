@@ -8,6 +8,7 @@ import hmac
 from datetime import UTC, datetime
 from pathlib import Path
 
+import dagster as dg
 import polars as pl
 import pytest
 from typer.testing import CliRunner
@@ -16,8 +17,8 @@ from pipelines.cli import app
 from pipelines.demo import generate
 from pipelines.record.schema import TABLES
 from pipelines.retention.erasure import ErasureError, forget_user
-from tests.environments import s3_settings
-from tests.retention.environment import DAYS, ingest
+from tests.environments import run_stage, s3_settings
+from tests.retention.environment import DAYS, ingest, settings_for
 from tests.retention.planted import ERASED, ERASED_EMAIL, ERASED_USER, files_holding, write_planted
 from tests.retention.test_sweep import decide_days
 
@@ -41,12 +42,6 @@ def _rows_of_user(warehouse, trace_ids) -> dict[str, int]:
     return counts
 
 
-def _stored_rows_of_user(warehouse, name, trace_ids) -> int:
-    stored = pl.scan_delta(warehouse.table_uri(name))
-    mine = (pl.col("user_id") == ERASED_USER) | pl.col("trace_id").is_in(sorted(trace_ids))
-    return stored.filter(mine).select(pl.len()).collect().item()
-
-
 def test_forget_leaves_no_row_and_no_file_with_the_user(warehouse, demo):
     root = Path(warehouse.uri)
     decide_days(warehouse)
@@ -61,13 +56,10 @@ def test_forget_leaves_no_row_and_no_file_with_the_user(warehouse, demo):
         assert files_holding(root, raw) == [], "redaction at ingest kept it out of every file"
     totals = {name: warehouse.scan(name).select(pl.len()).collect().item() for name in ("calls", "spans", "traces")}
 
-    # rows deleted are stored rows: an llm span that `spans` reads back from its call goes with the call
-    llm_spans = before["spans"] - _stored_rows_of_user(warehouse, "spans", traces)
-    assert llm_spans > 0
-
     report = forget_user(warehouse, ERASED_USER, key=KEY, requested_by="DSR-2026-0042", now=NOW)
 
-    assert report.rows_deleted == {name: n - (llm_spans if name == "spans" else 0) for name, n in before.items() if n}
+    # the counts are the rows each table lost, as any reader counts them
+    assert report.rows_deleted == {name: n for name, n in before.items() if n}
     assert report.rows_remaining == 0 and report.files_removed > 0
     assert all(n == 0 for n in _rows_of_user(warehouse, traces).values())
     for name, total in totals.items():
@@ -122,3 +114,43 @@ def test_forget_on_s3_leaves_no_object_with_the_user(s3, tmp_path):
         assert files_holding(mirror, needle) == [], needle
     assert warehouse.read("erasure_log").height == 1
     assert warehouse.read("calls").height > 40  # everyone else is still there
+
+
+def test_forget_reaches_every_table_that_names_the_users_calls_and_nothing_in_dagster_holds_them(tmp_path):
+    """`ablations` names calls by bad_call_id / good_call_id: erasure follows every column that
+    references a call. The stages' materializations (Dagster's event storage, which erasure
+    cannot rewrite) never held the user's ids in the first place."""
+    day = DAYS[1]
+    source, warehouse_uri = str(tmp_path / "source"), str(tmp_path / "warehouse")
+    generate(source, calls=80, days=1, seed=6, end=day)
+    planted = write_planted(source, day)
+    settings = settings_for(source, warehouse_uri)
+    (tmp_path / "dagster").mkdir()
+    with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
+        for stage in ("ingest", "retention", "rot"):
+            assert run_stage(settings, stage, day.isoformat(), instance).success
+    warehouse = settings.warehouse()
+    theirs = warehouse.read("calls", pl.col("user_id") == ERASED_USER)["call_id"].to_list()
+    others = warehouse.read("calls", pl.col("user_id") != ERASED_USER)["call_id"].to_list()
+    warehouse.merge(
+        "ablations",
+        [
+            {"ablation_id": "a1", "bad_call_id": theirs[0], "good_call_id": others[0], "record_sha256": "1"},
+            {"ablation_id": "a2", "bad_call_id": others[1], "good_call_id": theirs[1], "record_sha256": "2"},
+            {"ablation_id": "a3", "bad_call_id": others[2], "good_call_id": others[3], "record_sha256": "3"},
+        ],
+    )
+    counted = _rows_of_user(warehouse, set(planted.erased_traces))
+
+    report = forget_user(warehouse, ERASED_USER, key=KEY, requested_by="DSR-11", now=NOW)
+
+    assert report.rows_deleted["ablations"] == 2 and warehouse.read("ablations")["ablation_id"].to_list() == ["a3"]
+    for name, n in counted.items():
+        assert report.rows_deleted.get(name, 0) == n, name  # each count is the rows that table lost
+    for needle in (ERASED_USER, *planted.erased_traces, *theirs):
+        assert files_holding(tmp_path / "warehouse", needle) == [], needle
+    # nobody's ids: Dagster's storage (runs, events, metadata) holds no user, trace, session or call id
+    stored = b"".join(p.read_bytes() for p in (tmp_path / "dagster").rglob("*") if p.is_file())
+    ids = warehouse.read("calls").select("user_id", "trace_id", "session_id", "call_id")
+    for value in {v for column in ids.iter_columns() for v in column.drop_nulls().to_list()}:
+        assert value.encode() not in stored, f"Dagster's storage holds {value}"

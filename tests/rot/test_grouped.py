@@ -14,24 +14,22 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
-from deltalake import write_deltalake
 
 from pipelines.demo import generate
 from pipelines.demo import stores as demo
 from pipelines.ingest import SourceObject, ingest_object
 from pipelines.record.schema import CALLS
+from pipelines.record.set_key import KEY_COLUMN, set_keys
 from pipelines.resources.object_store import ObjectStore
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore, load_ingredients
 from pipelines.resources.warehouse import Warehouse
 from pipelines.rot.check import CALL_COLUMNS, STATUSES, Checker
-from pipelines.rot.grouped import VERDICT_FIELDS, check_frame, computed_request_sha256
+from pipelines.rot.grouped import VERDICT_FIELDS, check_frame
 from pipelines.rot.ingredients import TemplateVersion
 from pipelines.rot.printed_scores import PrintedScores, never_reads_scores
 from pipelines.rot.render import render_template
 from pipelines.rot.rerender import DocRef
-from pipelines.rot.set_key import KEY_COLUMN, NOT_GROUPABLE, set_keys
 
 DAY = date(2026, 11, 20)
 CLOCK = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -50,7 +48,8 @@ def demo_day(root: Path, per_call_values: bool) -> tuple[pl.DataFrame, Checker]:
         obj = SourceObject(info.key, source.uri_for(info.key), info.etag, info.size, info.last_modified, data)
         rows += ingest_object(obj, DAY, "test", CLOCK).calls
     table = pa.Table.from_pylist(rows, schema=CALLS)
-    frame = pl.from_arrow(table).select(CALL_COLUMNS)
+    # as the warehouse stores them: with their ingredient-set keys
+    frame = with_stored_keys(pl.from_arrow(table).select(CALL_COLUMNS))
     where = {"uri": stores}
     versions = frame.select("template_id", "template_version").drop_nulls().unique().iter_rows()
     ingredients = load_ingredients(
@@ -61,8 +60,8 @@ def demo_day(root: Path, per_call_values: bool) -> tuple[pl.DataFrame, Checker]:
 
 def with_stored_keys(frame: pl.DataFrame, every: int = 1) -> pl.DataFrame:
     """The frame as the warehouse stores it: ``rot_set_key`` derived from each row
-    (``to_stored``); with ``every`` > 1 only every so many rows have it, the others
-    were stored before the column existed (null)."""
+    (``record.derived``); with ``every`` > 1 only every so many rows have it, the others
+    are null (a call that shares no set's verdict)."""
     keys = set_keys(frame)
     stored = pl.Series([k if i % every == 0 else None for i, k in enumerate(keys)], dtype=pl.String)
     return frame.with_columns(stored.alias(KEY_COLUMN))
@@ -70,10 +69,10 @@ def with_stored_keys(frame: pl.DataFrame, every: int = 1) -> pl.DataFrame:
 
 def assert_same_verdicts(frame: pl.DataFrame, checker: Checker) -> pl.DataFrame:
     """The grouped check gives every call the per-call verdict, whether the day's set keys
-    are computed at check time (null: stored before the column), stored, or both."""
+    are computed at check time (rows without the column), stored, or null for some."""
     fresh = Checker(checker.ingredients, checker.clock)
     want = fresh.check_all(frame.iter_rows(named=True))
-    computed = frame.with_columns(pl.lit(None, pl.String).alias(KEY_COLUMN))
+    computed = frame.drop(KEY_COLUMN, strict=False)
     results = []
     for day in (computed, with_stored_keys(frame), with_stored_keys(frame, every=2)):
         got = check_frame(Checker(checker.ingredients, checker.clock), day)
@@ -130,24 +129,6 @@ def test_a_check_that_fails_while_hashes_run_raises_its_error(day, monkeypatch):
     with pytest.raises(RuntimeError, match="a class that fails"):
         check_frame(Checker(checker.ingredients, checker.clock), frame)
     assert any(submitted) and all(not h._running for h in hashers)
-
-
-def test_a_null_request_sha256_where_it_equals_the_recorded_hash_reads_as_equal(day):
-    (frame, checker), _ = day
-    stored_only_where_different = frame.with_columns(
-        request_sha256=pl.when(pl.col("request_sha256") == pl.col("rendered_request_sha256"))
-        .then(None)
-        .otherwise(pl.col("request_sha256"))
-    )
-    assert stored_only_where_different["request_sha256"].null_count() > frame["request_sha256"].null_count()
-    assert (
-        stored_only_where_different.select(computed_request_sha256())
-        .to_series()
-        .equals(frame.select(pl.coalesce("request_sha256", "rendered_request_sha256")).to_series())
-    )
-    before = check_frame(Checker(checker.ingredients, checker.clock), frame)
-    after = assert_same_verdicts(stored_only_where_different, checker)
-    assert after.equals(before)
 
 
 def _rehashed(request_json: str) -> dict:
@@ -251,7 +232,7 @@ def test_a_day_whose_calls_carry_the_stored_key_computes_none(day, monkeypatch):
 def test_the_set_key_names_the_ingredient_set(day):
     (frame, _), _ = day
     keys = set_keys(frame)
-    grouped = keys.filter(keys != NOT_GROUPABLE)
+    grouped = keys.drop_nulls()
     assert grouped.str.len_chars().unique().to_list() == [16] and grouped.str.contains("^[0-9a-f]+$").all()
     # one key per set: the calls of a key share every field the key is made of
     fields = frame.select(
@@ -262,13 +243,13 @@ def test_the_set_key_names_the_ingredient_set(day):
         "model_alias",
         docs=pl.col("retrieval").struct.field("documents").list.eval(pl.element().struct.field("doc_id")),
     ).with_columns(keys.alias("key"))
-    per_key = fields.filter(pl.col("key") != NOT_GROUPABLE).group_by("key").agg(pl.all().n_unique())
+    per_key = fields.filter(pl.col("key").is_not_null()).group_by("key").agg(pl.all().n_unique())
     assert per_key.drop("key").max_horizontal().max() == 1
     assert 1 < grouped.n_unique() < grouped.len()
     # calls without a template version cannot share a verdict
-    assert (keys.filter(frame["template_version"].is_null()) == NOT_GROUPABLE).all()
+    assert keys.filter(frame["template_version"].is_null()).is_null().all()
 
-    row = frame.filter(keys != NOT_GROUPABLE).head(1)
+    row = frame.filter(keys.is_not_null()).head(1)
     base = set_keys(row).item()
     blocks = row["block_hashes"].to_list()[0]
     docs = [b for b in blocks if b["block"].startswith("document:")]
@@ -282,10 +263,10 @@ def test_the_set_key_names_the_ingredient_set(day):
         "request_json": pl.lit(json.dumps({**request, "metadata": {}}, sort_keys=True, separators=(",", ":"))),
     }
     for column, value in changes.items():
-        assert set_keys(row.with_columns(value.alias(column))).item() not in (base, NOT_GROUPABLE), column
-    assert set_keys(row.with_columns(pl.lit(["redacted"]).alias("flags"))).item() == NOT_GROUPABLE
+        assert set_keys(row.with_columns(value.alias(column))).item() not in (base, None), column
+    assert set_keys(row.with_columns(pl.lit(["redacted"]).alias("flags"))).item() is None
     without_doc_hash = pl.Series([[b for b in blocks if b is not docs[0]]], dtype=row.schema["block_hashes"])
-    assert set_keys(row.with_columns(pl.lit(without_doc_hash).alias("block_hashes"))).item() == NOT_GROUPABLE
+    assert set_keys(row.with_columns(pl.lit(without_doc_hash).alias("block_hashes"))).item() is None
 
 
 def test_the_warehouse_stores_the_key_of_every_call_it_writes(day, tmp_path):
@@ -295,23 +276,8 @@ def test_the_warehouse_stores_the_key_of_every_call_it_writes(day, tmp_path):
     full = pl.from_arrow(pa.Table.from_pylist(rows.to_dicts(), schema=CALLS))
     warehouse.merge("calls", full, partitions=[DAY])
     stored = warehouse.read("calls", columns=list(CALL_COLUMNS)).sort("call_id")
-    assert stored[KEY_COLUMN].null_count() == 0
+    assert stored[KEY_COLUMN].null_count() < stored.height
     assert stored[KEY_COLUMN].equals(set_keys(stored))
-    assert check_frame(Checker(checker.ingredients, checker.clock), stored).equals(
-        check_frame(Checker(checker.ingredients, checker.clock), frame.sort("call_id"))
-    )
-
-
-def test_a_calls_table_written_before_the_key_reads_and_checks_as_before(day, tmp_path):
-    (frame, checker), _ = day
-    warehouse = Warehouse(uri=str(tmp_path / "warehouse"))
-    table = pa.Table.from_pylist(frame.to_dicts(), schema=CALLS)
-    old = table.drop_columns([KEY_COLUMN]).append_column(
-        "occurred_hour", pc.cast(pc.hour(table["occurred_at"]), pa.int32())
-    )
-    write_deltalake(warehouse.table_uri("calls"), old, partition_by=["occurred_date", "occurred_hour"])
-    stored = warehouse.read("calls", columns=list(CALL_COLUMNS)).sort("call_id")
-    assert stored[KEY_COLUMN].null_count() == stored.height
     assert check_frame(Checker(checker.ingredients, checker.clock), stored).equals(
         check_frame(Checker(checker.ingredients, checker.clock), frame.sort("call_id"))
     )
