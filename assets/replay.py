@@ -30,7 +30,7 @@ from pipelines.resources.candidates import CandidateRegistry
 from pipelines.resources.judge import JudgePolicy
 from pipelines.resources.llm import LLM, LLMRequest, LLMResult
 from pipelines.resources.stores import TemplateStore
-from pipelines.resources.warehouse import Warehouse, sql_literal
+from pipelines.resources.warehouse import Warehouse
 
 
 def template_source(candidate: Candidate, templates: TemplateStore) -> str | None:
@@ -254,7 +254,7 @@ def replay_summary(context: dg.AssetExecutionContext, warehouse: Warehouse) -> d
     rows = warehouse.read("replays", (pl.col("candidate") == candidate_id) & (pl.col("day") == day)).to_dicts()
     summary = summarize(rows, candidate_id, day)
     # the partition's groups as of now: a group that no longer exists goes
-    where = f"t.candidate = {sql_literal(candidate_id)} AND t.day = {sql_literal(day)}"
+    where = (pl.col("candidate") == candidate_id) & (pl.col("day") == day)
     result = warehouse.merge("replay_summary", summary, partitions=[candidate_id], replace=where)
     flagged = any(r["hides_regression"] for r in summary)
     return dg.MaterializeResult(
