@@ -190,6 +190,9 @@ class BatchSender:
             linked=ahead["batch_id"],
             request_bytes=size,
             estimated_usd=estimated,
+            # open until its results are in llm_requests, whatever the create response says (a batch
+            # can end before its id is recorded): a run killed before then resumes it
+            state="in_progress",
         )
         # one commit: the batch's row, and the write-ahead row pointing at it
         self.ledger.merge(BATCHES, [real, with_state(ahead, CREATED, linked_batch_id=batch["id"])])

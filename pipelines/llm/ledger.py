@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -302,6 +303,19 @@ def open_batches(ledger: Ledger, backend: str) -> list[dict[str, Any]]:
     write-ahead rows of batches a run was creating when it died; oldest first."""
     frame = ledger.read(BATCHES, where=pl.col("state").is_in([*OPEN_STATES, CREATING]) & (pl.col("backend") == backend))
     return sorted(frame.iter_rows(named=True), key=lambda r: r["created_at"])
+
+
+def settled(ledger: Ledger, backend: str, answered: Mapping[str, LLMResult]) -> list[dict[str, Any]]:
+    """Open batches every request of which the ledger answers, as ``ended`` rows: a run died after
+    recording their results and before marking them (nothing is asked of the provider)."""
+    out = []
+    for row in open_batches(ledger, backend):
+        keys = json.loads(row["request_keys_json"])
+        if row["state"] == CREATING or not keys or not all(k in answered for k in keys):
+            continue
+        counts = Counter(answered[k].status for k in keys)
+        out.append(with_state(row, "ended", **{k: counts[k] for k in ("succeeded", "errored", "expired", "canceled")}))
+    return out
 
 
 def known_batch_ids(ledger: Ledger) -> set[str]:

@@ -34,6 +34,7 @@ from pipelines.llm import direct
 from pipelines.llm.batches import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, BatchSender
 from pipelines.llm.estimate import estimate, request_usd
 from pipelines.llm.ledger import (
+    BATCHES,
     REQUESTS,
     History,
     Ledger,
@@ -41,6 +42,7 @@ from pipelines.llm.ledger import (
     request_row,
     result_from_row,
     run_spend,
+    settled,
     stored_rows,
     unclaimed_row,
 )
@@ -161,8 +163,11 @@ def plan(
     batch: bool,
     retry_runs: int = 3,
     count_tokens: Callable[[LLMRequest], int] | None = None,
+    lifecycle: Lifecycle | None = None,
 ) -> Plan:
-    """What is answered by the ledger, what has to be sent and what sending it could cost."""
+    """What is answered by the ledger, what has to be sent and what sending it could cost.
+    With ``lifecycle``, a request to send on a retired model raises ``RetiredModel`` first
+    (before its tokens are counted)."""
     todo = unique(requests)
     rows = stored_rows(ledger, [r.key for r in todo])
     stored: dict[str, LLMResult] = {}
@@ -179,6 +184,8 @@ def plan(
             history[request.key] = History.of(row)
             resent[why] += 1
         pending.append(request)
+    if pending and lifecycle is not None:
+        retired_models(pending, lifecycle)
     cost = estimate(pending, batch=batch, count_tokens=count_tokens) if pending else Estimate(0, 0, 0, 0.0)
     return Plan(stored, pending, cost, history, resent)
 
@@ -225,9 +232,9 @@ def run(
     ``connect`` builds the client, only when something has to be sent.
     """
     use_batch = batch and options.supports_batches
-    work = plan(requests, ledger, batch=use_batch, retry_runs=options.retry_runs, count_tokens=count_tokens)
-    if work.pending and lifecycle is not None:
-        retired_models(work.pending, lifecycle)
+    work = plan(
+        requests, ledger, batch=use_batch, retry_runs=options.retry_runs, count_tokens=count_tokens, lifecycle=lifecycle
+    )
     if work.pending and budget_usd is not None:
         _, spent = run_spend(ledger, run_id)
         if spent + work.estimate.usd > budget_usd:
@@ -241,6 +248,9 @@ def run(
         if progress is not None:
             progress(done, total)
 
+    # batches a killed run left open although their results are all recorded: marked ended now
+    if work.stored and (done_batches := settled(ledger, options.backend, work.stored)):
+        ledger.merge(BATCHES, done_batches)
     for result in work.stored.values():
         tick()
         yield result
