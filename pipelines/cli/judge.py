@@ -8,7 +8,7 @@ import polars as pl
 import typer
 from rich.table import Table
 
-from pipelines.cli.app import app, console, out
+from pipelines.cli.app import app, console, out, yesterday
 
 
 def show_rates(first: date, last: date) -> None:
@@ -59,7 +59,6 @@ def errors(
     to: str = typer.Option(None, "--to", help="Last day, inclusive (default: --date)"),
 ) -> None:
     """Semantic-error rates per class with intervals, state violations and judge cost for a day or range."""
-    from pipelines.cli.pipeline import _yesterday
 
-    first = date.fromisoformat(day) if day else _yesterday()
+    first = date.fromisoformat(day) if day else yesterday()
     show_rates(first, date.fromisoformat(to) if to else first)

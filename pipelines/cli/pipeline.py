@@ -5,35 +5,17 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pipelines.cli.app import app, console, out
-
-# INFO, not DEBUG: the assets' progress lines without every engine event
-QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-# The UI lists a job's runs by job name AND this tag (repository@code location,
-# pyproject's [tool.dagster] code_location_name): without it, a CLI run shows
-# on the Runs page but not under its job.
-CODE_LOCATION = "tracelake"
-RUN_TAGS = {".dagster/repository": f"__repository__@{CODE_LOCATION}"}
-
-
-def _yesterday() -> date:
-    return datetime.now(UTC).date() - timedelta(days=1)
+from pipelines.cli.app import QUIET, RUN_TAGS, app, console, days_between, out, yesterday
 
 
 # the demo's share of long-prompt (support.kb) calls: enough for its candidate to show cache reads
 DEMO_LONG_PROMPT_SHARE = 0.01
-
-
-def _days(first: date, last: date) -> list[date]:
-    if last < first:
-        raise typer.BadParameter(f"--to {last} is before --date {first}")
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
 
 
 @app.command("demo-data")
@@ -53,7 +35,7 @@ def demo_data(
     from pipelines.settings import Settings
 
     settings = Settings.from_env()
-    last = date.fromisoformat(end) if end else _yesterday()
+    last = date.fromisoformat(end) if end else yesterday()
     target = out_uri or settings.source_uri
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -118,7 +100,7 @@ def demo(
     from pipelines.redact.keys import DEMO_VARIABLE
     from pipelines.settings import Settings
 
-    last = _yesterday()
+    last = yesterday()
     first = last - timedelta(days=days - 1)
     # the demo opts into the published demo hash key (unless a real one is set), and
     # its partitions start on its first day (read when the definitions are built below)
@@ -169,8 +151,16 @@ def run(
     names = [j.name for j in jobs]
     if stage not in names:
         raise typer.BadParameter(f"unknown stage {stage!r}; choose one of: {', '.join(names)}")
-    first = date.fromisoformat(day) if day else _yesterday()
-    days = _days(first, date.fromisoformat(to) if to else first)
+    first = date.fromisoformat(day) if day else yesterday()
+    days = days_between(first, date.fromisoformat(to) if to else first)
+    from pipelines.settings import start_date
+
+    partitions_start = date.fromisoformat(start_date())
+    if first < partitions_start:
+        raise typer.BadParameter(
+            f"{first} is before the first daily partition, {partitions_start} (TRACELAKE_START_DATE, by default "
+            f"the first day `tracelake demo` fills): set TRACELAKE_START_DATE={first} (or earlier) and run again"
+        )
     from pipelines.redact.keys import KeyRing, MissingKey
 
     try:

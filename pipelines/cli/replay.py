@@ -11,8 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.cli.app import app, console, out, said, shown
-from pipelines.cli.pipeline import QUIET, _days, _yesterday
+from pipelines.cli.app import QUIET, app, console, days_between, out, said, shown, yesterday
 
 REPORTS = Path(".tracelake") / "reports"
 
@@ -80,7 +79,7 @@ def print_plans(candidate_ids: list[str], first: date, last: date) -> list[str]:
     read: dict[date, object] = {}  # each day's tables are read once for every candidate
     for candidate_id in candidate_ids:
         candidate = registry.get(candidate_id)
-        days = [day_inputs(candidate, d, warehouse, templates, read.get(d)) for d in _days(first, last)]
+        days = [day_inputs(candidate, d, warehouse, templates, read.get(d)) for d in days_between(first, last)]
         read.update({d.day: d for d in days})
         plan = plan_of(days, llm, warehouse, judge.model)
         head, *rest = plan.lines()  # model names and reasons come from data: printed as text
@@ -122,7 +121,7 @@ def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = 
         console.print("[yellow]no active candidates[/] in the registry (TRACELAKE_CANDIDATES); nothing replayed")
         return
     print_plans(ids, first, last)
-    failed = replay_days(ids, _days(first, last))
+    failed = replay_days(ids, days_between(first, last))
     if failed:
         console.print(
             said("replay failed for", "red", ", ".join(f"{c} {d}" for c, d in failed)),
@@ -162,7 +161,7 @@ def replay(
     if candidate is None:
         raise typer.BadParameter("give a CALL_ID, or --candidate ID to replay a candidate", param_hint="--candidate")
 
-    first = date.fromisoformat(day) if day else _yesterday()
+    first = date.fromisoformat(day) if day else yesterday()
     try:
         if plan:
             if print_plans([candidate], first, date.fromisoformat(to) if to else first):

@@ -23,15 +23,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
-import boto3
 import botocore.exceptions
 import dagster as dg
 import urllib3.exceptions
 import zstandard
-from botocore.config import Config
 from pydantic import Field
 
 from pipelines.ingest import SourceObject
+from pipelines.s3 import s3_client, split_s3_uri
 from pipelines.shards import ShardSpec
 
 T = TypeVar("T")
@@ -92,28 +91,6 @@ class ObjectInfo:
     etag: str
     size: int
     last_modified: datetime
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``)."""
-    rest = uri.removeprefix("s3://")
-    bucket, _, prefix = rest.partition("/")
-    if not bucket:
-        raise ValueError(f"{uri!r} is not an s3://bucket[/prefix] URI")
-    prefix = prefix.strip("/")
-    return bucket, f"{prefix}/" if prefix else ""
-
-
-def s3_client(endpoint_url: str | None = None, region: str | None = None, max_attempts: int = 5):
-    """A boto3 S3 client with botocore's standard retry mode (backoff with
-    jitter on throttling and 5xx), for AWS or any S3-compatible endpoint."""
-    config = Config(
-        retries={"mode": "standard", "max_attempts": max_attempts},
-        s3={"addressing_style": "path"},
-        connect_timeout=10,
-        read_timeout=60,
-    )
-    return boto3.client("s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config)
 
 
 def _gunzip(key: str, data: bytes, cap: int) -> bytes:

@@ -22,6 +22,7 @@ import pytest
 
 from pipelines.demo import generate
 from pipelines.formats.assembly import add_feedback, with_feedback_ids
+from pipelines.record.schema import KEYS
 from tests.environments import local_settings, run_stage
 from tests.ingest.shard_run import settings_file
 
@@ -101,11 +102,10 @@ def _redeliver(source: Path, round_: int) -> None:
 
 def _state(warehouse) -> dict:
     """Keys and counts of the tables ingest writes, and every call's feedback items."""
-    keys = {"calls": "call_id", "spans": "span_key", "traces": "trace_id", "redaction_audit": "call_id"}
     state: dict = {}
     for table in TABLES:
         frame = warehouse.read(table)
-        state[table] = (frame.height, sorted(frame[keys[table]].to_list()))
+        state[table] = (frame.height, sorted(frame[KEYS[table][0]].to_list()))
     calls = warehouse.read("calls").select("call_id", "feedback")
     state["feedback"] = {
         call_id: sorted(json.dumps(item, sort_keys=True, default=str) for item in items)
