@@ -13,7 +13,6 @@ from rich.table import Table
 
 from pipelines.cli.app import QUIET, RUN_TAGS, app, console, days_between, out, yesterday
 
-
 # the demo's share of long-prompt (support.kb) calls: enough for its candidate to show cache reads
 DEMO_LONG_PROMPT_SHARE = 0.01
 
