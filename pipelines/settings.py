@@ -15,7 +15,10 @@ LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
 platform's own); Bedrock signs with the standard ``AWS_*`` credentials, Vertex
 uses ``ANTHROPIC_VERTEX_PROJECT_ID``, ``CLOUD_ML_REGION`` and Google's default
 credentials (or a token in ``ANTHROPIC_VERTEX_ACCESS_TOKEN``);
-``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
+``TRACELAKE_LLM_BUDGET_USD`` caps what one run may spend, across every LLM stage of it;
+``TRACELAKE_LLM_API_VERSION`` sets the anthropic-version sent (default: the SDK's,
+2026-10-21); ``TRACELAKE_MODEL_LIFECYCLE`` names a YAML of retired models and their
+substitutes layered on ``pipelines/llm/lifecycle.yaml``.
 Sharded days: ``TRACELAKE_SHARDS`` (``1``, ``hour:N`` or ``hash:N``; see
 ``pipelines/shards.py``). Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
 ``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
@@ -95,6 +98,8 @@ class Settings:
     llm_backend: str = "off"
     llm_base_url: str | None = None
     llm_budget_usd: float | None = None
+    llm_api_version: str | None = None
+    model_lifecycle: str | None = None
     candidates_uri: str = str(HOME / "candidates")
     judge_policy: str | None = None
     alert_webhook: bool = False
@@ -119,6 +124,8 @@ class Settings:
             llm_backend=_env("TRACELAKE_LLM", "api" if _env("ANTHROPIC_API_KEY") else "off"),
             llm_base_url=_env("TRACELAKE_LLM_URL", _env("ANTHROPIC_BASE_URL")),
             llm_budget_usd=float(budget) if (budget := _env("TRACELAKE_LLM_BUDGET_USD")) else None,
+            llm_api_version=_env("TRACELAKE_LLM_API_VERSION"),
+            model_lifecycle=_env("TRACELAKE_MODEL_LIFECYCLE"),
             candidates_uri=_env("TRACELAKE_CANDIDATES", str(HOME / "candidates")),
             judge_policy=_env("TRACELAKE_JUDGE_POLICY"),
             alert_webhook=_env("TRACELAKE_ALERT_WEBHOOK") is not None,
@@ -185,6 +192,8 @@ class Settings:
             vertex_project=_env("ANTHROPIC_VERTEX_PROJECT_ID"),
             vertex_region=_env("CLOUD_ML_REGION"),
             budget_usd=self.llm_budget_usd,
+            api_version=self.llm_api_version,
+            lifecycle_path=self.model_lifecycle,
         )
 
     def candidate_registry(self) -> CandidateRegistry:

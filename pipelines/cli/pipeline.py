@@ -13,6 +13,9 @@ from rich.table import Table
 
 from pipelines.cli.app import QUIET, RUN_TAGS, app, console, days_between, out, yesterday
 
+# the demo's share of long-prompt (support.kb) calls: enough for its candidate to show cache reads
+DEMO_LONG_PROMPT_SHARE = 0.01
+
 
 @app.command("demo-data")
 def demo_data(
@@ -22,6 +25,9 @@ def demo_data(
     seed: int = typer.Option(7, help="Random seed: the same seed writes the same bytes"),
     end: str = typer.Option(None, help="Last day, YYYY-MM-DD (default: yesterday, UTC)"),
     stores: str = typer.Option(None, help="Where to write the ingredient stores (default: TRACELAKE_STORES)"),
+    long_prompt_calls: int = typer.Option(
+        0, "--long-prompt-calls", help="support.kb calls per day with ~5,000-token prompts (pipelines/demo/kb.py)"
+    ),
 ) -> None:
     """Write realistic synthetic traces (and the stores they were rendered from)."""
     from pipelines.demo import generate
@@ -47,6 +53,7 @@ def demo_data(
             stores_out=stores or settings.stores_uri,
             endpoint_url=settings.endpoint_url,
             progress=advance,
+            long_prompt_calls=long_prompt_calls,
         )
     console.print(
         f"[green]wrote[/] {summary.objects} objects ({summary.bytes_written / 1e6:.1f} MB), "
@@ -99,7 +106,15 @@ def demo(
     if not os.environ.get("TRACELAKE_HASH_KEY", "").strip():
         os.environ[DEMO_VARIABLE] = "1"
     os.environ.setdefault("TRACELAKE_START_DATE", first.isoformat())
-    demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
+    demo_data(
+        out_uri=None,
+        calls=calls,
+        days=days,
+        seed=seed,
+        end=last.isoformat(),
+        stores=None,
+        long_prompt_calls=round(calls * DEMO_LONG_PROMPT_SHARE),
+    )
     settings = Settings.from_env()
     # the nightly job's judge and the replays both talk to the simulator (unless a real backend is set)
     with _demo_llm(settings):
