@@ -1,7 +1,7 @@
 """Blocking data-quality checks on the ingest tables, one per table and day.
 
 Each check reads the day's rows through the warehouse, runs the table's Great
-Expectations suite (pipelines/quality.py) and reports a rule-by-rule table.
+Expectations suite (pipelines/ingest/quality.py) and reports a rule-by-rule table.
 A failure stops downstream assets of the same run.
 """
 
@@ -11,7 +11,7 @@ from datetime import timedelta
 import dagster as dg
 import polars as pl
 
-from pipelines import quality
+from pipelines.ingest import quality
 from pipelines.partitions import daily, day_of
 from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import Warehouse

@@ -9,8 +9,8 @@ from datetime import date
 
 import dagster as dg
 
+from pipelines.ingest.shards import ShardSpec, shard_from_tags
 from pipelines.settings import start_date
-from pipelines.shards import ShardSpec, shard_from_tags
 
 START_DATE = start_date()
 
@@ -27,7 +27,7 @@ def day_and_shard(context: dg.AssetExecutionContext, spec: ShardSpec) -> tuple[d
 
     The shard is the second dimension of ingest, carried by run tags rather than a
     multi-partition: Dagster allows one partitions definition per job, and the
-    nightly job runs the daily stages after ingest (see pipelines/shards.py)."""
+    nightly job runs the daily stages after ingest (see pipelines/ingest/shards.py)."""
     return day_of(context), shard_from_tags(context.run.tags, spec)
 
 

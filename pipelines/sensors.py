@@ -7,7 +7,7 @@ default), never the whole bucket. The cursor keeps a digest of each day's
 so the same state never triggers twice. Objects older than the lookback are
 picked up by the nightly schedule or a backfill.
 
-With ``TRACELAKE_SHARDS`` set (pipelines/shards.py) a day is ingested as one run
+With ``TRACELAKE_SHARDS`` set (pipelines/ingest/shards.py) a day is ingested as one run
 per shard, each tagged with its shard and selecting only the raw-trace load
 (``raw_traces``: calls, spans, ingest_log, quarantine, redaction_audit), so each
 run holds one shard in memory. ``sharded_days`` then starts what a whole-day run
@@ -21,10 +21,7 @@ from datetime import UTC, datetime, time, timedelta
 
 import dagster as dg
 
-from pipelines.jobs import STAGES, nightly, stage_jobs
-from pipelines.record.canonical import sha256_hex
-from pipelines.resources.object_store import ObjectStore
-from pipelines.shards import (
+from pipelines.ingest.shards import (
     NIGHTLY_TAG,
     SHARD_TAG,
     SHARDING_TAG,
@@ -35,6 +32,9 @@ from pipelines.shards import (
     shard_tags,
     stages_to_launch,
 )
+from pipelines.jobs import STAGES, nightly, stage_jobs
+from pipelines.record.canonical import sha256_hex
+from pipelines.resources.object_store import ObjectStore
 
 LOOKBACK_DAYS = 2
 # the nightly fan-out of shard runs: the time of the nightly schedule (schedules.py)

@@ -16,11 +16,19 @@ import pytest
 
 from pipelines.definitions import build
 from pipelines.demo import generate
+from pipelines.ingest.shards import (
+    NIGHTLY_TAG,
+    SHARD_TAG,
+    ShardRun,
+    ShardSpec,
+    shard_from_tags,
+    shard_tags,
+    stages_to_launch,
+)
 from pipelines.record.schema import KEYS
 from pipelines.resources.object_store import ObjectStore
 from pipelines.schedules import nightly_schedule
 from pipelines.sensors import after_load, load_keys, new_source_objects, shard_request, sharded_days
-from pipelines.shards import NIGHTLY_TAG, SHARD_TAG, ShardRun, ShardSpec, shard_from_tags, shard_tags, stages_to_launch
 from tests.environments import local_settings
 from tests.ingest.shard_run import execute, settings_file
 
