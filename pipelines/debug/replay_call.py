@@ -19,12 +19,31 @@ from pipelines.replay.bodies import Answer, pinned, recorded_answer, recorded_re
 from pipelines.replay.compare import divergence
 from pipelines.replay.fidelity import Fidelity, fidelity_of
 
+# Where the request a replay sends comes from. One path today: the stored request, which
+# for a redacted call holds the redaction placeholders (or the encrypted tokens), so its
+# replay is approximate. The exact replay of redacted calls (decrypted in memory with the
+# replay key, verified against the recorded hash) is another path, chosen here.
+STORED_REQUEST = "stored request"
+
 
 @dataclass(frozen=True)
 class ReplayPlan:
     fidelity: Fidelity
     mode: str
     body: dict[str, Any] | None
+    path: str = STORED_REQUEST
+    path_note: str = ""
+
+
+def _path_note(fidelity: Fidelity) -> str:
+    if "redacted_encrypted" in fidelity.reasons:
+        return (
+            "the stored request, its encrypted values sent as tokens: this version has no exact-replay path "
+            "for redacted calls, so the values the application sent are not in it"
+        )
+    if "redacted_placeholders" in fidelity.reasons:
+        return "the stored request, redaction placeholders included: the values the application sent are not in it"
+    return "the stored request, as the application sent it"
 
 
 def plan_replay(
@@ -35,12 +54,14 @@ def plan_replay(
     samples: int,
     redaction_mode: str | None = None,
 ) -> ReplayPlan:
+    """The request a replay of ``call`` sends, how faithful it is and which path built it:
+    every one-call replay (`replay CALL_ID`, `ablate`, `investigate`, `promote`) asks here."""
     fidelity = fidelity_of(call, rot, redaction_mode=redaction_mode)
     mode = "pinned" if pin else ("capture" if samples == 1 else "class_rate")
     if not fidelity.sendable:
-        return ReplayPlan(fidelity, mode, None)
+        return ReplayPlan(fidelity, mode, None, path_note="nothing: the record lacks what a request needs")
     request = recorded_request(call)
-    return ReplayPlan(fidelity, mode, pinned(request) if pin else request)
+    return ReplayPlan(fidelity, mode, pinned(request) if pin else request, STORED_REQUEST, _path_note(fidelity))
 
 
 @dataclass(frozen=True)
@@ -59,4 +80,4 @@ def compare_samples(call: Mapping[str, Any], answers: list[Answer]) -> tuple[str
     return symptom, [SampleResult(i, a, divergence(original, a), failed(a)) for i, a in enumerate(answers)]
 
 
-__all__ = ["ReplayPlan", "SampleResult", "compare_samples", "customer_language", "plan_replay"]
+__all__ = ["STORED_REQUEST", "ReplayPlan", "SampleResult", "compare_samples", "customer_language", "plan_replay"]
