@@ -353,7 +353,7 @@ def ablate_command(
 
 def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
     """`tracelake replay CALL_ID`: see pipelines/debug/replay_call.py."""
-    from pipelines.debug.replay_call import compare_samples, plan_replay
+    from pipelines.debug.replay_call import compare_samples, plan_replay, sample_row
     from pipelines.debug.sampling import sample_requests
     from pipelines.debug.tables import latest_rot_check
     from pipelines.settings import Settings
@@ -387,11 +387,7 @@ def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
     table = Table("sample", "finish", "moved from the original", "shows the symptom", "answer")
     table.columns[-1].overflow = "fold"
     for s in samples:
-        text = (s.answer.text or s.answer.error or "")[:160]
-        moved = ", ".join(s.moved) or ("nothing" if s.answer.ok else "no answer")
-        table.add_row(
-            str(s.index), s.answer.finish_reason or s.answer.status, moved, "yes" if s.shows_symptom else "no", text
-        )
+        table.add_row(*sample_row(s))
     out.print(table)
     shown = sum(s.shows_symptom for s in samples)
     out.print(f"reproduced the symptom in {shown} of {len(samples)} sample(s)", highlight=False, soft_wrap=True)

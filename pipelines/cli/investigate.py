@@ -225,7 +225,7 @@ def investigate_command(
         render_html,
         render_section,
     )
-    from pipelines.debug.replay_call import compare_samples, plan_replay
+    from pipelines.debug.replay_call import compare_samples, plan_replay, sample_row
     from pipelines.debug.sampling import sample_requests
     from pipelines.settings import Settings
 
@@ -242,7 +242,7 @@ def investigate_command(
             ("user", str(call.get("user_id") or "-")),
             ("when", f"{call.get('occurred_at'):%Y-%m-%d %H:%M:%S} UTC" if call.get("occurred_at") else "-"),
             ("service", str(call.get("service") or "-")),
-            ("model", str(call.get("model") or "-")),
+            ("model", str(call.get("request_model") or "-")),
             ("template", template),
         ],
     )
@@ -300,10 +300,12 @@ def investigate_command(
     _, samples = compare_samples(call, rate_answers)
     _, pinned_samples = compare_samples(call, pinned_answers)
     api_version = settings.llm().translator("investigate").api_version
+    # a sample with no answer (the backend failed) says nothing about the failure, unless the failure is an error
+    counted = samples if symptom == "errored" else [s for s in samples if s.answer.ok]
     reproduction = inv.Reproduction(
         symptom,
-        samples,
-        inv.Rate.of(sum(s.shows_symptom for s in samples), len(samples)),
+        counted,
+        inv.Rate.of(sum(s.shows_symptom for s in counted), len(counted)),
         inv.sampling_note(rate.body, facts["dropped"], api_version),
         pinned_samples[0] if pinned_samples else None,
         inv.sampling_note(pinned.body, facts["dropped"], api_version),
@@ -312,16 +314,17 @@ def investigate_command(
     section.lines.append(f"symptom: {symptom} (the recorded finish: {call.get('finish_reason') or '-'})")
     if reproduction.pinned is not None:
         shows = "shows the symptom" if reproduction.pinned.shows_symptom else "does not show the symptom"
+        if not reproduction.pinned.answer.ok and symptom != "errored":
+            shows = f"no answer ({reproduction.pinned.answer.error or reproduction.pinned.answer.status})"
         section.lines.append(f"pinned replay ({reproduction.pinned_note}): {shows}")
     section.lines.append(f"class rate at production settings ({reproduction.settings}): {reproduction.rate.text()}")
     section.lines.append(_cost_line(spent))
+    unanswered = [s for s in samples if s not in counted]
+    if unanswered:
+        first = unanswered[0].answer.error or unanswered[0].answer.status
+        section.lines.append(f"{len(unanswered)} of {len(samples)} samples got no answer ({first}): not counted")
     table = Table("samples", "samples at production settings", ["sample", "finish", "moved", "symptom", "answer"])
-    for s in samples:
-        text = (s.answer.text or s.answer.error or "")[:160]
-        moved = ", ".join(s.moved) or ("nothing" if s.answer.ok else "no answer")
-        table.rows.append(
-            [str(s.index), s.answer.finish_reason or s.answer.status, moved, "yes" if s.shows_symptom else "no", text]
-        )
+    table.rows = [sample_row(s) for s in samples]
     section.tables.append(table)
     section.texts.append(("recorded output", call.get("output_text") or ""))
     if reproduction.pinned is not None:
@@ -330,6 +333,13 @@ def investigate_command(
         )
     step(section)
     step(compared)
+    if not counted:
+        finish(
+            f"not replayed: none of the {len(samples)} requests got an answer ({first}); nothing can be concluded: "
+            "check the LLM backend (TRACELAKE_LLM, TRACELAKE_LLM_URL or the API key) and run again",
+            [_cost_line(spent)],
+            code=4,
+        )
 
     # 5. isolate
     isolation, costs = None, [spent]

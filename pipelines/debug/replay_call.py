@@ -80,4 +80,19 @@ def compare_samples(call: Mapping[str, Any], answers: list[Answer]) -> tuple[str
     return symptom, [SampleResult(i, a, divergence(original, a), failed(a)) for i, a in enumerate(answers)]
 
 
-__all__ = ["STORED_REQUEST", "ReplayPlan", "SampleResult", "compare_samples", "customer_language", "plan_replay"]
+def sample_row(s: SampleResult, width: int = 160) -> list[str]:
+    """One replayed sample as a table row: index, finish, what moved, whether the symptom came back, the answer."""
+    moved = ", ".join(s.moved) or ("nothing" if s.answer.ok else "no answer")
+    text = (s.answer.text or s.answer.error or "")[:width]
+    return [str(s.index), s.answer.finish_reason or s.answer.status, moved, "yes" if s.shows_symptom else "no", text]
+
+
+__all__ = [
+    "STORED_REQUEST",
+    "ReplayPlan",
+    "SampleResult",
+    "compare_samples",
+    "customer_language",
+    "plan_replay",
+    "sample_row",
+]

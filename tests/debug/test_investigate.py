@@ -200,3 +200,16 @@ def test_the_html_report_runs_nothing_and_requests_nothing(investigate, tickets)
     assert visible
     assert f"the retrieved block `{PLANTED_DOC}` causes it" in conclusion_text
     assert rows >= 2 and planted_row == 1
+
+
+def test_no_answers_is_not_a_finding(investigate, tickets, monkeypatch):
+    """An unreachable backend: every sample fails, and the report says nothing can be concluded (not
+    "does not reproduce")."""
+    calls = pl.read_delta(str(Path(tickets.warehouse_uri) / "calls"), columns=["call_id", "trace_id", "service"])
+    planted = {tickets.gone_trace, tickets.rotted_trace}
+    untouched = calls.filter((pl.col("service") == "support.answer") & ~pl.col("trace_id").is_in(list(planted)))
+    monkeypatch.setenv("TRACELAKE_LLM_URL", "http://127.0.0.1:9")  # nothing listens there
+    output, report = investigate("--call-id", untouched.sort("call_id")["call_id"][0], "--n", "3", code=4)
+    assert "3 of 3 samples got no answer (APIConnectionError" in output
+    assert _conclusion(output).startswith("not replayed: none of the 3 requests got an answer")
+    assert "does not reproduce" not in output and report.exists()
