@@ -167,10 +167,13 @@ def test_a_rotted_template_makes_the_replay_approximate_and_says_why(investigate
     assert "the replay was approximate: template_changed" in _conclusion(output)
 
 
-def test_a_budget_below_the_plan_sends_nothing(investigate, tickets, simulator):
+def test_a_budget_below_the_plan_or_plan_alone_sends_nothing(investigate, tickets, simulator):
     sent_before = len(simulator.log)
     output, report = investigate("--trace-id", tickets.rotted_trace, "--n", "50", "--budget-usd", "0.000001", code=3)
     assert "is over the budget of $0.0000" in output
+    assert len(simulator.log) == sent_before and not report.exists()
+    planned, report = investigate("--trace-id", tickets.rotted_trace, "--n", "50", "--plan")
+    assert "LLM plan for the investigation" in planned and "3. Reproduce" not in planned
     assert len(simulator.log) == sent_before and not report.exists()
 
 
