@@ -50,8 +50,8 @@ def _start_workers_early(redactor: "Redactor", rows: int) -> None:
     show the day will be redacted by them: spawning them and loading their NER
     models (~1.4 CPU-s each) then overlaps with the rest of the parsing, on the
     core the parent leaves idle, instead of delaying redaction (bench/ingest.py)."""
-    if not redactor.pool.started and redactor.pool.parallel_rows(rows):
-        redactor.pool.start_workers()
+    if redactor.pool is not None and not redactor.pool.started and redactor.in_workers(rows):
+        redactor.pool.start()
 
 
 def _write(plan: DayPlan, warehouse: Warehouse) -> dict[str, MergeResult]:
@@ -117,11 +117,6 @@ def raw_traces(
 
     # a templated system prompt keeps the names its template itself writes (a brand)
     redactor = redaction.redactor(templates=template_store.source)
-    # Workers freeing a day of rows take seconds to exit (one after the other): they
-    # stop in a thread as soon as redaction is done, while this process converts the
-    # redacted rows to Arrow and writes them.
-    stopping = ThreadPoolExecutor(1, thread_name_prefix="tracelake-redact-stop")
-    stopped = []
     try:
         plan = plan_day(
             listed,
@@ -138,17 +133,14 @@ def raw_traces(
             progress=report,
             # the quality checks' Great Expectations context is built while the workers run NER
             redacting=quality.prepare_in_background,
-            redacted=lambda: stopped.append(stopping.submit(redactor.close)),
+            # the workers exit (freeing their state) while this process writes
+            redacted=redactor.close,
         )
         freeing = _free_rows_while_writing(plan.batch)
         written = _write(plan, warehouse)
         freeing.join()
     finally:
-        if not stopped:
-            redactor.close()
-        stopping.shutdown(wait=True)
-    for result in stopped:
-        result.result()  # a worker that failed to stop is an error of this run
+        redactor.close()
     for note in plan.notes:
         context.log.info(note)
     if plan.counts["records_quarantined_residual_pii"]:

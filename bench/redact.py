@@ -8,11 +8,11 @@ The demo day (``pipelines.demo.generate``) is generated once and cached under
 bench/out/redact/, then parsed into `calls` and `spans` rows by the ingest
 core. The stage is what ingest runs on those rows: ``Redactor.redact_rows``
 (from cold: analyzer start-up and worker spawn included), then the pre-write
-residual-PII screen (``residual.row_residuals`` over calls and spans); this
-checkout's redactor screens the rows as it makes them
-(``redact_rows(screen=...)``: the text columns in its workers), so its screen
-is inside the redaction's wall time and its share is given in CPU-seconds
-(the stage's: parent and workers).
+residual-PII screen (``residual.scan`` of the Arrow tables about to be written;
+their conversion is the write's, outside the stage). A redactor from before
+issue 32 screened the rows itself as it made them (``redact_rows(screen=...)``):
+its screen is inside its redaction's wall time, and its share is given in
+CPU-seconds (the stage's: parent and workers).
 
 Contenders, each on the same rows with the same workers:
 

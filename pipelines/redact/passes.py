@@ -2,7 +2,7 @@
 the replacements within one trace.
 
 Both walks visit the same leaves (``walker.JsonWalker``); between them the
-texts collected are analyzed once each (``Redactor``).
+distinct texts collected are analyzed once each (``Redactor``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pipelines.redact.audit import RecordTally
 from pipelines.redact.field_rules import FieldInfo
 from pipelines.redact.identifiers import ID_KEYS, personal_entity, pseudonym
 from pipelines.redact.substitution import TraceSubstitutions, normalize
-from pipelines.redact.walker import NUMBER_LEAF, TEXT_LEAF, JsonWalker, Leaf, rebuilt
+from pipelines.redact.walker import JsonWalker
 
 
 @dataclass
@@ -29,8 +29,6 @@ class Item:
     sensitive: set[tuple[str, str]] = field(default_factory=set)
     result: Any = None
     tally: RecordTally = field(default_factory=RecordTally)
-    # with a screen: each text column value as the apply pass wrote it (value, TEXT | JSON, path)
-    written: list[tuple[str, str, str]] | None = None
 
 
 def request_for(value: str, info: FieldInfo, number: bool = False) -> Request:
@@ -39,8 +37,8 @@ def request_for(value: str, info: FieldInfo, number: bool = False) -> Request:
     return Request(value, natural, info.context, info.structural and not number, number, info.template_text)
 
 
-# What one JSON text holds for the analyzer: walked once per batch, reused for every copy
-# (text, path, the walker): a text under another call's rules (a templated call's twin) is its own
+# One JSON text as the collect pass found it (the same text under another call's rules, a
+# templated call's twin, is its own): walked once per batch, its findings reused for every copy
 JsonKey = tuple[str, str, JsonWalker]
 
 
@@ -49,89 +47,61 @@ class JsonContent:
     requests: frozenset[Request]
     sensitive: frozenset[tuple[str, str]]
     leaves: int
-    # what ``walker.flatten`` found (None: no JSON, one text leaf)
-    flat: tuple[Leaf, ...] | None = None
+    # a value under an id key the apply pass pseudonymizes (an email or phone as ``user_id``)
+    personal_ids: bool
 
 
 class Collect:
-    """First pass: every text the analyzer must see. A JSON text seen before in
-    the batch (a tool definition, a message repeated in a conversation) is not
-    walked again."""
+    """First pass: every text the analyzer must see. A JSON text seen before in the
+    batch (a tool definition, a message repeated in a conversation) is not walked again."""
 
-    def __init__(self, item: Item, memo: dict[JsonKey, JsonContent]):
-        self.item = item
-        self.memo = memo
+    def __init__(self, contents: dict[JsonKey, JsonContent]):
+        self.contents = contents
+        self.requests: set[Request] = set()
+        self.sensitive: set[tuple[str, str]] = set()
         self.seen = 0
-        self._open: list[tuple[set, set, int]] = []
+        self.personal_ids = False
 
     def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
-        """A JSON text: its leaves flattened once (``walker.flatten``), visited from that list."""
         key = (text, path, walker)
-        content = self.memo.get(key)
-        if content is not None:
-            self.item.requests |= content.requests
-            self.item.sensitive |= content.sensitive
-            if self._open:
-                self._open[-1][0].update(content.requests)
-                self._open[-1][1].update(content.sensitive)
-            self.seen += content.leaves
-            return text
-        requests: set[Request] = set()
-        sensitive: set[tuple[str, str]] = set()
-        seen_before = self.seen
-        self._open.append((requests, sensitive, seen_before))
-        flat = walker.flatten(text, path, depth)
-        if flat is None:
-            info = walker.rules.info(path)
-            if not info.public:
-                self.text(text, path, info)
-        else:
-            for leaf in flat:
-                if leaf.kind == TEXT_LEAF:
-                    self.text(leaf.value, leaf.path, leaf.info)
-                elif leaf.kind == NUMBER_LEAF:
-                    self.number(leaf.value, leaf.path, leaf.info)
-                else:
-                    self.json_text(walker, leaf.value, leaf.path, leaf.depth)
-        self._open.pop()
-        self.memo[key] = JsonContent(frozenset(requests), frozenset(sensitive), self.seen - seen_before, flat)
-        if self._open:
-            self._open[-1][0].update(requests)
-            self._open[-1][1].update(sensitive)
+        content = self.contents.get(key)
+        if content is None:
+            inner = Collect(self.contents)
+            walker.walk_parsed(text, path, inner, depth)
+            content = JsonContent(frozenset(inner.requests), frozenset(inner.sensitive), inner.seen, inner.personal_ids)
+            self.contents[key] = content
+        self.requests |= content.requests
+        self.sensitive |= content.sensitive
+        self.seen += content.leaves
+        self.personal_ids |= content.personal_ids
         return text
 
-    def _add(self, request: Request | None, sensitive: tuple[str, str] | None) -> None:
-        self.seen += 1
-        if request is not None:
-            self.item.requests.add(request)
-            if self._open:
-                self._open[-1][0].add(request)
-        if sensitive is not None:
-            self.item.sensitive.add(sensitive)
-            if self._open:
-                self._open[-1][1].add(sensitive)
-
     def text(self, value: str, path: str, info: FieldInfo) -> None:
+        self.seen += 1
         if not value.strip():
-            self._add(None, None)
-        elif info.sensitive is not None:
-            self._add(None, (value, info.sensitive))
+            return
+        if path.rsplit(".", 1)[-1] in ID_KEYS and personal_entity(value) is not None:
+            self.personal_ids = True
+        if info.sensitive is not None:
+            self.sensitive.add((value, info.sensitive))
         else:
-            self._add(request_for(value, info), None)
+            self.requests.add(request_for(value, info))
 
     def number(self, value: int, path: str, info: FieldInfo) -> None:
         # ids too: a CPF, phone or card held as an integer is one whatever its
         # key is called (``tax_id``); a number must match as a whole, validated
+        self.seen += 1
         if info.sensitive is not None:
-            self._add(None, (str(value), info.sensitive))
+            self.sensitive.add((str(value), info.sensitive))
         else:
-            self._add(request_for(str(value), info, number=True), None)
+            self.requests.add(request_for(str(value), info, number=True))
 
 
 class Apply:
-    """Third pass: replace, within one trace. A JSON text whose leaves had no
-    hits and holds none of the trace's known values is returned unwalked; one
-    already redacted in this trace is reused, with its tally replayed."""
+    """Second pass: replace, within one trace. A JSON text in which the collect pass
+    found nothing to replace, and that holds none of the trace's known values, is
+    returned unwalked; one already redacted in this trace (an agent's every call
+    repeats the tool results before it) is reused, its tally replayed."""
 
     def __init__(
         self,
@@ -141,7 +111,6 @@ class Apply:
         known: list[tuple[str, str]],
         contents: dict[JsonKey, JsonContent],
         done: dict[JsonKey, tuple[str, list[tuple[str, str, str]]]],
-        screen: bool = False,
     ):
         self.item = item
         self.subs = subs
@@ -150,55 +119,26 @@ class Apply:
         self.exact = dict(known)
         self.contents = contents
         self.done = done
-        self._open: list[list[tuple[str, str, str]]] = []
-        # for ``walk_row(inspect=...)``: with ``screen``, each column value as written is kept for it
-        self.inspect = None
-        if screen:
-            item.written = []
-            self.inspect = lambda value, kind, path: item.written.append((value, kind, path))
-
-    def _clean(self, key: JsonKey) -> bool:
-        content = self.contents.get(key)
-        if content is None or content.sensitive or any(self.hits.get(r) for r in content.requests):
-            return False
-        text = key[0]
-        return not any(value in text for value, _ in self.known)
+        self._open: list[list[tuple[str, str, str]]] = []  # the tally of each JSON text being walked
 
     def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
-        """A JSON text, from the leaves the collect pass flattened: only the texts
-        that change are written back, into a fresh parse (no walk)."""
         key = (text, path, walker)
-        if self._clean(key):
+        content = self.contents.get(key)
+        if (
+            content is not None
+            and not content.sensitive
+            and not content.personal_ids
+            and not any(self.hits.get(r) for r in content.requests)
+            and not any(value in text for value, _ in self.known)
+        ):
             return text
-        found = self.done.get(key)
-        if found is not None:
-            result, events = found
+        if key in self.done:
+            result, events = self.done[key]
             for event in events:
                 self._record(*event)
             return result
-        content = self.contents.get(key)
-        if content is None:
-            flat = walker.flatten(text, path, depth)
-        else:
-            flat = content.flat
         self._open.append([])
-        if flat is None:
-            info = walker.rules.info(path)
-            new = None if info.public else self.text(text, path, info)
-            result = text if new is None else new
-        else:
-            changes = []
-            for leaf in flat:
-                if leaf.kind == TEXT_LEAF:
-                    new = self.text(leaf.value, leaf.path, leaf.info)
-                elif leaf.kind == NUMBER_LEAF:
-                    new = self.number(leaf.value, leaf.path, leaf.info)
-                else:
-                    new = self.json_text(walker, leaf.value, leaf.path, leaf.depth)
-                    new = None if new is leaf.value else new
-                if new is not None:
-                    changes.append((leaf.at, new))
-            result = rebuilt(text, changes) if changes else text
+        result = walker.walk_parsed(text, path, self, depth)
         events = self._open.pop()
         self.done[key] = (result, events)
         if self._open:
