@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 # Reinstall when the project or the lock changes.
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml requirements.lock requirements-ner.txt | cksum | cut -d' ' -f1)
 
-.PHONY: setup demo test ui bench lint lock clean
+.PHONY: setup system demo test ui bench lint lock clean
 
 setup: $(STAMP)
 
@@ -22,7 +22,21 @@ $(STAMP): pyproject.toml requirements.lock requirements-ner.txt
 demo: setup
 	$(BIN)/tracelake demo
 
-test: setup
+# the system packages the tests need: installed when run as root (CI, a fresh container), else named
+system:
+	@missing=""; command -v chromium >/dev/null 2>&1 || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian packages the tests need:$$missing"; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  else \
+	    echo "the tests need Debian packages that are not installed:$$missing"; \
+	    echo "install them first: sudo apt-get install -y$$missing"; exit 2; \
+	  fi; \
+	fi
+
+test: system setup
 	$(BIN)/pytest -n 2 --dist loadfile
 
 # the local UI runs on the demo data: the demo hash key unless TRACELAKE_HASH_KEY is set

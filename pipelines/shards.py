@@ -27,6 +27,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pipelines.record.draws import stable_int
+
 SHARDING_TAG = "tracelake/sharding"
 SHARD_TAG = "tracelake/shard"
 # set on the shard runs the nightly fan-out launches: their day then gets the whole nightly run
@@ -113,7 +115,7 @@ def export_run(run: re.Match[str]) -> str:
 
 def key_hash(key: str) -> int:
     """A stable 64-bit hash of the key: the same in every process and release."""
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+    return stable_int(key)
 
 
 def shard_tags(spec: ShardSpec, shard: int, nightly_day: str | None = None) -> dict[str, str]:

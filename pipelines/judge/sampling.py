@@ -10,13 +10,13 @@ weighs 1/p).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pipelines.judge.findings import Finding
 from pipelines.judge.policy import Policy
 from pipelines.judge.timeline import Trace
+from pipelines.record.draws import uniform
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Selection:
 
 def unit_hash(trace_id: str) -> float:
     """A number in [0, 1) fixed by the trace id."""
-    return int.from_bytes(hashlib.sha256(f"judge|{trace_id}".encode()).digest()[:8], "big") / 2**64
+    return uniform(f"judge|{trace_id}")
 
 
 def _reasons(trace: Trace, flagged: set[str], policy: Policy) -> list[str]:

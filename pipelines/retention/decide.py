@@ -22,6 +22,7 @@ from datetime import datetime
 
 import polars as pl
 
+from pipelines.record.draws import uniform
 from pipelines.retention.policy import Policy
 from pipelines.retention.rules import TRACE_COLUMNS, call_reasons, trace_reasons
 from pipelines.retention.segments import stratum_rate, with_segments
@@ -71,7 +72,7 @@ _OUTPUT_SCHEMA = {
 
 def sample_point(trace_ids: pl.Series, salt: str) -> pl.Series:
     """The trace's uniform draw in [0, 1), from a hash that no library upgrade changes."""
-    values = [int.from_bytes(hashlib.sha256(f"{salt}:{t}".encode()).digest()[:8], "big") / 2.0**64 for t in trace_ids]
+    values = [uniform(f"{salt}:{t}") for t in trace_ids]
     return pl.Series("u", values, dtype=pl.Float64)
 
 

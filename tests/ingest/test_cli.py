@@ -47,5 +47,9 @@ def test_bad_input_gets_a_clear_error(tmp_path, monkeypatch):
     assert unknown.exit_code != 0 and "unknown stage 'ingestt'" in unknown.output
     backwards = runner.invoke(app, ["run", "ingest", "--date", "2026-11-29", "--to", "2026-11-01"])
     assert backwards.exit_code != 0 and "is before --date" in backwards.output
+    monkeypatch.setenv("TRACELAKE_START_DATE", "2026-11-25")
+    early = runner.invoke(app, ["run", "ingest", "--date", "2026-11-21"], terminal_width=200)
+    assert early.exit_code != 0 and "before the first daily partition" in early.output
+    assert "TRACELAKE_START_DATE=2026-11-21" in early.output and "Unknown" not in early.output
     broken = runner.invoke(app, ["sql", "SELEC nonsense"])
     assert broken.exit_code == 2 and "query failed" in broken.output
