@@ -5,7 +5,6 @@ One multi-asset parses each object once and writes the four tables it feeds;
 last ingested) are skipped, so a re-run reads nothing and commits nothing.
 """
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -15,7 +14,6 @@ import polars as pl
 
 from assets.reporting import merge_metadata, preview
 from pipelines import quality
-from pipelines.collector import gc_paused
 from pipelines.ingest import IngestBatch
 from pipelines.ingest_plan import DayPlan, plan_day
 from pipelines.partitions import daily, day_and_shard, day_of
@@ -63,22 +61,6 @@ def _write(plan: DayPlan, warehouse: Warehouse) -> dict[str, MergeResult]:
             # queryable (empty) from the first run; a day of llm spans alone stores no spans
             warehouse.ensure(write.table)
     return written
-
-
-# calls kept for the asset's preview once the day's row dicts are freed
-PREVIEW_ROWS = 5
-
-
-def _free_rows_while_writing(batch: IngestBatch) -> threading.Thread:
-    """Free the day's `calls` and `spans` row dicts (the writes take the plan's Arrow tables)
-    in a thread, started as the writes begin: delta-rs encodes and writes without the GIL,
-    so the ~0.5 s of freeing millions of objects overlaps them instead of following the
-    asset's last line (bench/ingest.py, README "Speed", seventh round)."""
-    rows = [batch.calls, batch.spans]
-    batch.calls, batch.spans = batch.calls[:PREVIEW_ROWS], []
-    freeing = threading.Thread(target=rows.clear, name="tracelake-free-rows", daemon=True)
-    freeing.start()
-    return freeing
 
 
 @dg.multi_asset(
@@ -136,11 +118,9 @@ def raw_traces(
             # the workers exit (freeing their state) while this process writes
             redacted=redactor.close,
         )
-        freeing = _free_rows_while_writing(plan.batch)
-        written = _write(plan, warehouse)
-        freeing.join()
     finally:
         redactor.close()
+    written = _write(plan, warehouse)
     for note in plan.notes:
         context.log.info(note)
     if plan.counts["records_quarantined_residual_pii"]:
@@ -212,8 +192,7 @@ def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Materi
     day_traces = spans.filter(pl.col("occurred_date") == day)["trace_id"].unique()
     spans = spans.filter(pl.col("trace_id").is_in(day_traces.implode()))
     calls = warehouse.read("calls", window & pl.col("trace_id").is_in(day_traces.implode()), CALL_COLUMNS)
-    with gc_paused():  # a trace's row dicts all stay alive: collecting while they are built is work for nothing
-        rows = rollup(calls, spans, day, datetime.now(UTC))
+    rows = rollup(calls, spans, day, datetime.now(UTC))
     result = warehouse.merge("traces", rows, partitions=[day])
     context.log.info(f"{day}: {len(rows)} traces rolled up from {calls.height} calls and {spans.height} spans")
     return dg.MaterializeResult(
