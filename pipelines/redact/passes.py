@@ -16,7 +16,6 @@ from pipelines.redact.audit import RecordTally
 from pipelines.redact.field_rules import FieldInfo
 from pipelines.redact.identifiers import ID_KEYS, personal_entity, pseudonym
 from pipelines.redact.substitution import TraceSubstitutions, normalize
-from pipelines.redact.walker import JsonWalker
 
 
 @dataclass
@@ -37,51 +36,18 @@ def request_for(value: str, info: FieldInfo, number: bool = False) -> Request:
     return Request(value, natural, info.context, info.structural and not number, number, info.template_text)
 
 
-# One JSON text as the collect pass found it (the same text under another call's rules, a
-# templated call's twin, is its own): walked once per batch, its findings reused for every copy
-JsonKey = tuple[str, str, JsonWalker]
-
-
-@dataclass(frozen=True)
-class JsonContent:
-    requests: frozenset[Request]
-    sensitive: frozenset[tuple[str, str]]
-    leaves: int
-    # a value under an id key the apply pass pseudonymizes (an email or phone as ``user_id``)
-    personal_ids: bool
-
-
 class Collect:
-    """First pass: every text the analyzer must see. A JSON text seen before in the
-    batch (a tool definition, a message repeated in a conversation) is not walked again."""
+    """First pass: every text the analyzer must see, and the values under sensitive keys."""
 
-    def __init__(self, contents: dict[JsonKey, JsonContent]):
-        self.contents = contents
+    def __init__(self) -> None:
         self.requests: set[Request] = set()
         self.sensitive: set[tuple[str, str]] = set()
         self.seen = 0
-        self.personal_ids = False
-
-    def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
-        key = (text, path, walker)
-        content = self.contents.get(key)
-        if content is None:
-            inner = Collect(self.contents)
-            walker.walk_parsed(text, path, inner, depth)
-            content = JsonContent(frozenset(inner.requests), frozenset(inner.sensitive), inner.seen, inner.personal_ids)
-            self.contents[key] = content
-        self.requests |= content.requests
-        self.sensitive |= content.sensitive
-        self.seen += content.leaves
-        self.personal_ids |= content.personal_ids
-        return text
 
     def text(self, value: str, path: str, info: FieldInfo) -> None:
         self.seen += 1
         if not value.strip():
             return
-        if path.rsplit(".", 1)[-1] in ID_KEYS and personal_entity(value) is not None:
-            self.personal_ids = True
         if info.sensitive is not None:
             self.sensitive.add((value, info.sensitive))
         else:
@@ -98,57 +64,19 @@ class Collect:
 
 
 class Apply:
-    """Second pass: replace, within one trace. A JSON text in which the collect pass
-    found nothing to replace, and that holds none of the trace's known values, is
-    returned unwalked; one already redacted in this trace (an agent's every call
-    repeats the tool results before it) is reused, its tally replayed."""
+    """Second pass: replace, within one trace."""
 
     def __init__(
-        self,
-        item: Item,
-        subs: TraceSubstitutions,
-        hits: dict[Request, list[Hit]],
-        known: list[tuple[str, str]],
-        contents: dict[JsonKey, JsonContent],
-        done: dict[JsonKey, tuple[str, list[tuple[str, str, str]]]],
+        self, item: Item, subs: TraceSubstitutions, hits: dict[Request, list[Hit]], known: list[tuple[str, str]]
     ):
         self.item = item
         self.subs = subs
         self.hits = hits
         self.known = known
         self.exact = dict(known)
-        self.contents = contents
-        self.done = done
-        self._open: list[list[tuple[str, str, str]]] = []  # the tally of each JSON text being walked
-
-    def json_text(self, walker: JsonWalker, text: str, path: str, depth: int) -> str:
-        key = (text, path, walker)
-        content = self.contents.get(key)
-        if (
-            content is not None
-            and not content.sensitive
-            and not content.personal_ids
-            and not any(self.hits.get(r) for r in content.requests)
-            and not any(value in text for value, _ in self.known)
-        ):
-            return text
-        if key in self.done:
-            result, events = self.done[key]
-            for event in events:
-                self._record(*event)
-            return result
-        self._open.append([])
-        result = walker.walk_parsed(text, path, self, depth)
-        events = self._open.pop()
-        self.done[key] = (result, events)
-        if self._open:
-            self._open[-1].extend(events)
-        return result
 
     def _record(self, entity: str, normalized: str, path: str) -> None:
         self.item.tally.add(entity, normalized, path)
-        if self._open:
-            self._open[-1].append((entity, normalized, path))
 
     def _replace(self, entity: str, value: str, path: str, number: bool = False) -> str | int:
         self._record(entity, normalize(entity, value), path)

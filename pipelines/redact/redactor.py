@@ -6,14 +6,14 @@ Three passes over a batch:
    see, deduplicated by (text, how to look at it): a system prompt or a
    retrieved document repeated across thousands of calls is analyzed once,
    and so is the same message in ``request_json`` and in ``messages``;
-2. analyze the texts not seen before in this redactor (in worker processes
-   for a large batch);
+2. analyze the texts not seen before in this redactor;
 3. apply, trace by trace: each detected value, and every other mention of a
    value detected anywhere in the trace, is replaced by the trace's
    substitution for it.
 
 For `calls` rows the request hash and the keyed block hashes are computed
-from the raw request before anything is replaced.
+from the raw request before anything is replaced. A large batch is redacted in
+worker processes, whole traces per chunk (``pool.py``).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pipelines.redact.block_hashes import raw_block_hashes
 from pipelines.redact.field_rules import FieldRules
 from pipelines.redact.identifiers import pseudonymize_row
 from pipelines.redact.keys import KeyRing
-from pipelines.redact.passes import Apply, Collect, Item, JsonContent, JsonKey
+from pipelines.redact.passes import Apply, Collect, Item
 from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.pool import WorkerConfig, WorkerPool
 from pipelines.redact.row_fields import walk_row
@@ -375,9 +375,8 @@ class Redactor:
         """Collect every item's texts, analyze the ones not seen before, then apply trace by trace."""
         ner_before = self.analyzer.ner_stats()
         seen = 0
-        contents: dict[JsonKey, JsonContent] = {}
         for item in items:
-            collector = Collect(contents)
+            collector = Collect()
             item.walk(collector)
             item.requests, item.sensitive = collector.requests, collector.sensitive
             seen += collector.seen
@@ -398,9 +397,8 @@ class Redactor:
         for scope, scoped in by_scope.items():
             subs = TraceSubstitutions(scope, self.mode, self.policy, self.keys)
             known = self._known_values(scoped)
-            done: dict[JsonKey, tuple[str, list]] = {}
             for item in scoped:
-                item.result = item.walk(Apply(item, subs, self._cache, known, contents, done))
+                item.result = item.walk(Apply(item, subs, self._cache, known))
                 replacements += item.tally.replacements
         ner = {key: value - ner_before.get(key, 0) for key, value in self.analyzer.ner_stats().items()}
         return {

@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-import orjson
-
 from pipelines.redact.field_rules import FieldInfo, FieldRules, snake
 
 # JSON inside a string inside JSON...: deeper than this is left as text
@@ -59,28 +57,14 @@ _STYLES = (
 )
 
 
-def json_style(original: str, parsed: Any) -> int:
-    """Which of ``_STYLES`` gives ``original`` back from ``parsed`` (the first when none does)."""
-    try:
-        compact = orjson.dumps(parsed) == original.encode("utf-8", "surrogatepass")
-    except (TypeError, ValueError):  # an integer over 64 bits, a lone surrogate
-        compact = False
-    if compact:
-        return 0
-    for i, style in enumerate(_STYLES):
-        if json.dumps(parsed, **style) == original:
-            return i
-    return 0
-
-
 def dumps_like(original: str, parsed: Any, value: Any) -> str:
     """Serialize ``value`` in the style ``original`` (the text ``parsed`` came
-    from) was written in, so that undoing a redaction gives back the same bytes.
-    Compact JSON as orjson writes it (what ingest stores) is known without a
-    ``json.dumps`` of ``parsed``: where orjson and the first style differ (a
-    float's exponent) no other style can give ``original`` back either, and the
-    first style is the answer as well."""
-    return json.dumps(value, **_STYLES[json_style(original, parsed)])
+    from) was written in, so that undoing a redaction gives back the same bytes
+    (the first style when none gives ``original`` back)."""
+    for style in _STYLES:
+        if json.dumps(parsed, **style) == original:
+            return json.dumps(value, **style)
+    return json.dumps(value, **_STYLES[0])
 
 
 # {"key": "phone", "value": ...}, {"field": "cpf", "eq": ...}: the name of the
@@ -135,16 +119,7 @@ class JsonWalker:
         return value
 
     def walk_json_text(self, text: str, path: str, visitor: Visitor, depth: int = 0) -> str:
-        """A column or value that holds JSON text: walk the parsed value, re-serialize if it changed.
-        A visitor with ``json_text(walker, text, path, depth)`` decides instead (it may call
-        ``walk_parsed`` itself): the redactor's passes look at a JSON text they saw before only once."""
-        decide = getattr(visitor, "json_text", None)
-        if decide is not None:
-            return decide(self, text, path, depth)
-        return self.walk_parsed(text, path, visitor, depth)
-
-    def walk_parsed(self, text: str, path: str, visitor: Visitor, depth: int = 0) -> str:
-        """``walk_json_text`` without asking the visitor first."""
+        """A column or value that holds JSON text: walk the parsed value, re-serialize if it changed."""
         try:
             parsed = json.loads(text)
         except ValueError:
