@@ -13,7 +13,7 @@ from typing import Any
 
 from pipelines.redact.analyzer import Hit, Request
 from pipelines.redact.audit import RecordTally
-from pipelines.redact.field_rules import FieldInfo
+from pipelines.redact.field_rules import FieldInfo, whole_entity
 from pipelines.redact.identifiers import ID_KEYS, personal_entity, pseudonym
 from pipelines.redact.substitution import TraceSubstitutions, normalize
 
@@ -48,8 +48,9 @@ class Collect:
         self.seen += 1
         if not value.strip():
             return
-        if info.sensitive is not None:
-            self.sensitive.add((value, info.sensitive))
+        entity = whole_entity(info, value)
+        if entity is not None:
+            self.sensitive.add((value, entity))
         else:
             self.requests.add(request_for(value, info))
 
@@ -57,8 +58,9 @@ class Collect:
         # ids too: a CPF, phone or card held as an integer is one whatever its
         # key is called (``tax_id``); a number must match as a whole, validated
         self.seen += 1
-        if info.sensitive is not None:
-            self.sensitive.add((str(value), info.sensitive))
+        entity = whole_entity(info, str(value))
+        if entity is not None:
+            self.sensitive.add((str(value), entity))
         else:
             self.requests.add(request_for(str(value), info, number=True))
 
@@ -91,8 +93,9 @@ class Apply:
             if entity is not None:
                 self._record(entity, normalize(entity, value), path)
                 return pseudonym(entity, value, self.subs.keys)
-        if info.sensitive is not None:
-            return str(self._replace(info.sensitive, value, path))
+        entity = whole_entity(info, value)
+        if entity is not None:
+            return str(self._replace(entity, value, path))
         found = list(self.hits.get(request_for(value, info), ()))
         if not info.structural:
             found += mentions(value, self.known, found)
@@ -108,8 +111,9 @@ class Apply:
 
     def number(self, value: int, path: str, info: FieldInfo) -> str | int | None:
         text = str(value)
-        if info.sensitive is not None:
-            return self._replace(info.sensitive, text, path, number=True)
+        entity = whole_entity(info, text)
+        if entity is not None:
+            return self._replace(entity, text, path, number=True)
         for hit in self.hits.get(request_for(text, info, number=True), ()):
             return self._replace(hit.entity, text, path, number=True)
         entity = self.exact.get(text)

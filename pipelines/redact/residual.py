@@ -6,7 +6,8 @@ the blocking asset checks), never the redactor's own state, so a redactor that
 misses a value cannot hide it from the scan.
 
 The rules need no judgement: emails outside the reserved ``example.*`` domains,
-CPFs and CNPJs with valid check digits, Luhn-valid card numbers, and API keys.
+CPFs and CNPJs with valid check digits, Luhn-valid card numbers, API keys, and
+a number or digits left under an identity key of the policy (``identity``).
 The redactor's text columns (``row_fields.FIELDS``) are walked leaf by leaf with
 its field rules; every other string of `calls`, `spans` and `redaction_audit` is
 read as an identifier (a bare digit run such as a hash does not count there,
@@ -32,7 +33,7 @@ import regex
 from pipelines.quality import gx_batch, same_rule
 from pipelines.redact.check_digits import is_valid_card, is_valid_cnpj, is_valid_cpf
 from pipelines.redact.email_domains import has_public_suffix, is_reserved
-from pipelines.redact.field_rules import FieldInfo, FieldRules
+from pipelines.redact.field_rules import RAW_IDENTITY, FieldInfo, FieldRules, whole_entity
 from pipelines.redact.patterns import (
     CARD,
     CNPJ_FORMATTED,
@@ -47,7 +48,7 @@ from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.row_fields import FIELDS, TEXT, walk_row
 from pipelines.redact.walker import JsonWalker
 
-PATTERNS = ("email", "cpf", "cnpj", "card", "api_key")
+PATTERNS = ("email", "cpf", "cnpj", "card", "api_key", "identity")
 API_KEY_PATTERNS = (
     "anthropic_api_key", "openai_api_key", "aws_access_key_id", "github_token", "slack_token",
     "google_api_key", "stripe_key", "jwt", "private_key",
@@ -69,7 +70,8 @@ _NUMBERS = (("cpf", is_valid_cpf), ("cnpj", is_valid_cnpj), ("card", is_valid_ca
 
 
 def patterns_for_mode(mode: str) -> tuple[str, ...]:
-    """Synthetic values pass their check digits by design; the other patterns still apply."""
+    """Synthetic values pass their check digits, and fill identity keys with digits, by design;
+    the other patterns still apply."""
     return ("email", "api_key") if mode == "synthetic" else PATTERNS
 
 
@@ -93,6 +95,9 @@ class _Counter:
 
     def text(self, value: str, path: str, info: FieldInfo) -> None:
         value = with_ascii_digits(value)  # as the recognizers read it
+        if "identity" in self.wanted and info.identity and whole_entity(info, value) and RAW_IDENTITY.fullmatch(value):
+            self.counts["identity"] += 1  # an identity key's value left as digits (no replacement writes one)
+            return
         structural = self.identifiers or info.structural
         if "email" in self.wanted and "@" in value:
             found = (m.group() for m in _email_pattern().finditer(value))
@@ -108,6 +113,9 @@ class _Counter:
             self._add("api_key", [m.group() for p in _API_KEYS for m in p.finditer(value)])
 
     def number(self, value: int, path: str, info: FieldInfo) -> None:
+        if "identity" in self.wanted and info.identity and whole_entity(info, str(value)):
+            self.counts["identity"] += 1
+            return
         # under id-like keys too: the redactor rewrites a validated CPF or card held as an integer anywhere
         if not self.identifiers:
             for name, valid in _NUMBERS:

@@ -112,7 +112,7 @@ class JsonWalker:
             return value if changed is None else changed
         if isinstance(value, int) and not isinstance(value, bool):
             info = self.rules.info(path)
-            if info.public or (abs(value) < MIN_NUMBER and info.sensitive is None):
+            if info.public or (abs(value) < MIN_NUMBER and info.sensitive is None and info.identity is None):
                 return value
             new = visitor.number(value, path, info)
             return value if new is None else new
