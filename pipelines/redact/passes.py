@@ -13,8 +13,10 @@ from typing import Any
 
 from pipelines.redact.analyzer import Hit, Request
 from pipelines.redact.audit import RecordTally
+from pipelines.redact.entities import PERSON
 from pipelines.redact.field_rules import FieldInfo, whole_entity
 from pipelines.redact.identifiers import ID_KEYS, personal_entity, pseudonym
+from pipelines.redact.operator_text import in_operator_line
 from pipelines.redact.substitution import TraceSubstitutions, normalize
 
 
@@ -69,13 +71,19 @@ class Apply:
     """Second pass: replace, within one trace."""
 
     def __init__(
-        self, item: Item, subs: TraceSubstitutions, hits: dict[Request, list[Hit]], known: list[tuple[str, str]]
+        self,
+        item: Item,
+        subs: TraceSubstitutions,
+        hits: dict[Request, list[Hit]],
+        known: list[tuple[str, str]],
+        operator: frozenset[str] = frozenset(),
     ):
         self.item = item
         self.subs = subs
         self.hits = hits
         self.known = known
         self.exact = dict(known)
+        self.operator = operator  # operator lines: no person names there (``operator_text``)
 
     def _record(self, entity: str, normalized: str, path: str) -> None:
         self.item.tally.add(entity, normalized, path)
@@ -99,6 +107,10 @@ class Apply:
         found = list(self.hits.get(request_for(value, info), ()))
         if not info.structural:
             found += mentions(value, self.known, found)
+        if self.operator:
+            found = [
+                h for h in found if h.entity != PERSON or not in_operator_line(value, h.start, h.end, self.operator)
+            ]
         if not found:
             return None
         out, last = [], 0

@@ -61,10 +61,12 @@ def _start(make: Callable[[WorkerConfig], Any], config: WorkerConfig) -> None:
     _redactor = make(config)
 
 
-def _run(method: str, template_text: dict, *args: Any) -> Any:
-    """In a worker: ``getattr(redactor, method)(*args)`` knowing the templates the caller looked up."""
+def _run(method: str, template_text: dict, operator_lines: frozenset, *args: Any) -> Any:
+    """In a worker: ``getattr(redactor, method)(*args)`` knowing the templates the caller looked up
+    and the batch's operator lines."""
     try:
         _redactor.template_text.update(template_text)
+        _redactor.operator_lines = operator_lines
         return getattr(_redactor, method)(*args)
     except Exception as e:  # its message may quote the text: send where, not what
         frames = traceback.extract_tb(e.__traceback__)
@@ -132,7 +134,7 @@ class WorkerPool:
             self._executor.submit(_ready)
 
     def redact_rows(
-        self, calls: Sequence[dict], spans: Sequence[dict], now: Any, template_text: dict
+        self, calls: Sequence[dict], spans: Sequence[dict], now: Any, template_text: dict, operator_lines: frozenset
     ) -> Iterator[tuple[list[int], list[int], Any]]:
         """(call positions, span positions, ``Redactor.redact_columns`` of those rows) per
         chunk of whole traces, as each comes back."""
@@ -141,17 +143,22 @@ class WorkerPool:
             ([_columns(calls[i], CALL_COLUMNS) for i in c], [_columns(spans[i], SPAN_COLUMNS) for i in s], now)
             for c, s in chunks
         ]
-        for at, result in self._map("redact_columns", template_text, tasks):
+        for at, result in self._map("redact_columns", template_text, operator_lines, tasks):
             yield *chunks[at], result
 
     def redact_documents(self, groups: Sequence[list[Any]]) -> Iterator[tuple[int, list[Any]]]:
         """(group position, ``Redactor.redact_documents`` of the group) as each comes back."""
-        yield from self._map("redact_documents", {}, [(group,) for group in groups])
+        yield from self._map("redact_documents", {}, frozenset(), [(group,) for group in groups])
 
-    def _map(self, method: str, template_text: dict, tasks: list[tuple]) -> Iterator[tuple[Any, Any]]:
+    def _map(
+        self, method: str, template_text: dict, operator_lines: frozenset, tasks: list[tuple]
+    ) -> Iterator[tuple[Any, Any]]:
         self.start()
         assert self._executor is not None
-        futures = {self._executor.submit(_run, method, template_text, *args): at for at, args in enumerate(tasks)}
+        futures = {
+            self._executor.submit(_run, method, template_text, operator_lines, *args): at
+            for at, args in enumerate(tasks)
+        }
         finished = False
         try:
             for future in as_completed(futures):

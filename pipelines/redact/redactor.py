@@ -32,9 +32,11 @@ from pipelines.redact import nlp
 from pipelines.redact.analyzer import DetectorSettings, Hit, Request, TextAnalyzer, detector_versions
 from pipelines.redact.audit import AuditContext, audit_row
 from pipelines.redact.block_hashes import raw_block_hashes
+from pipelines.redact.entities import PERSON
 from pipelines.redact.field_rules import FieldRules
 from pipelines.redact.identifiers import pseudonymize_row
 from pipelines.redact.keys import KeyRing
+from pipelines.redact.operator_text import in_operator_line, operator_lines
 from pipelines.redact.passes import Apply, Collect, Item
 from pipelines.redact.policy import Policy, load_policy
 from pipelines.redact.pool import WorkerConfig, WorkerPool
@@ -161,6 +163,8 @@ class Redactor:
         self.templates = templates
         # per recorded template: its literal parts (empty: not in the store), and the walker using them
         self.template_text: dict[TemplateKey, tuple[str, ...]] = {}
+        # the lines of the batch's system prompts that many users' calls carry (``operator_text``)
+        self.operator_lines: frozenset[str] = frozenset()
         self._template_walkers: dict[TemplateKey, JsonWalker] = {}
         config = WorkerConfig(self.policy, self.mode, self.keys, self.ner)
         self.pool = WorkerPool(workers, config, worker_redactor) if workers > 1 else None
@@ -199,6 +203,7 @@ class Redactor:
         types, same order), and one audit row per call and per span outside any call."""
         now = now or datetime.now(UTC)
         self.look_up_templates(calls)
+        self.operator_lines = operator_lines(calls)
         with gc_paused():
             if self.pool is not None and self.in_workers(len(calls) + len(spans)):
                 return self._redact_in_workers(self.pool, calls, spans, now)
@@ -294,7 +299,7 @@ class Redactor:
         audit: list[dict[str, Any]] = []
         stats: dict[str, int] = defaultdict(int)
         for call_at, span_at, (c_updates, s_updates, c_audit, c_stats) in pool.redact_rows(
-            calls, spans, now, self.template_text
+            calls, spans, now, self.template_text, self.operator_lines
         ):
             for rows, at, updates, out in (
                 (calls, call_at, c_updates, out_calls),
@@ -354,6 +359,7 @@ class Redactor:
         Replacements are consistent within a document's trace id (documents
         without one share a single scope)."""
         documents = list(documents)
+        self.operator_lines = frozenset()  # documents record no users: no evidence
         if self.pool is not None and self.in_workers(len(documents)):
             by_scope: dict[str, list[int]] = defaultdict(list)
             for at, doc in enumerate(documents):
@@ -398,7 +404,7 @@ class Redactor:
             subs = TraceSubstitutions(scope, self.mode, self.policy, self.keys)
             known = self._known_values(scoped)
             for item in scoped:
-                item.result = item.walk(Apply(item, subs, self._cache, known))
+                item.result = item.walk(Apply(item, subs, self._cache, known, self.operator_lines))
                 replacements += item.tally.replacements
         ner = {key: value - ner_before.get(key, 0) for key, value in self.analyzer.ner_stats().items()}
         return {
@@ -417,6 +423,8 @@ class Redactor:
                 if request.restricted:
                     continue
                 for hit in self._cache.get(request, ()):
+                    if hit.entity == PERSON and in_operator_line(request.text, hit.start, hit.end, self.operator_lines):
+                        continue
                     known.setdefault(request.text[hit.start : hit.end], hit.entity)
             for value, entity in item.sensitive:
                 known.setdefault(value, entity)
