@@ -277,11 +277,33 @@ def replay_report(
 
 
 @app.command()
-def candidates() -> None:
-    """List the candidates in the registry, and the files it rejected."""
+def candidates(
+    action: str = typer.Argument(None, metavar="[new]", help="new: write a minimal candidate file"),
+    slug: str = typer.Argument(None, metavar="[ID]", help="With new: the candidate id (a slug)"),
+) -> None:
+    """List the candidates in the registry and the files it rejected; `candidates new ID` writes a
+    minimal candidate file ID.yaml into the registry (TRACELAKE_CANDIDATES) to edit."""
+    from pipelines.replay.candidates import example_yaml, parse_candidate, slug_problem
     from pipelines.settings import Settings
 
-    registry = Settings.from_env().candidate_registry()
+    settings = Settings.from_env()
+    registry = settings.candidate_registry()
+    if action is not None:
+        if action != "new" or not slug:
+            raise typer.BadParameter("use `tracelake candidates` or `tracelake candidates new ID`")
+        problem = slug_problem(slug)
+        if problem:
+            raise typer.BadParameter(problem, param_hint="ID")
+        if registry.files.read(f"{slug}.yaml") is not None:
+            console.print(said("exists:", "yellow", registry.files.where(f"{slug}.yaml")), "; nothing written")
+            raise typer.Exit(1)
+        from pipelines.demo.objects import ObjectWriter
+
+        text = example_yaml(slug)
+        parse_candidate(text, f"{slug}.yaml")  # what it writes is a valid candidate
+        ObjectWriter(registry.uri, settings.endpoint_url).put(f"{slug}.yaml", text.encode())
+        out.print(shown(f"wrote {registry.files.where(f'{slug}.yaml')}: edit it; the UI shows it as a partition"))
+        return
     found, rejected = registry.load()
     table = Table(title=shown(f"candidates in {registry.uri}"))
     for column in ("id", "revision", "active", "changes", "modes", "description"):

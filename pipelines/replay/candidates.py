@@ -67,14 +67,14 @@ NOT_PARAMS = frozenset({"model", "messages", "system", "tools", "stream"})
 def example_yaml(slug: str) -> str:
     """A minimal candidate file (``tracelake candidates new`` writes it; the UI shows it)."""
     return f"""version: 1
-id: {slug}                      # the file is {slug}.yaml; lowercase letters, digits, single dashes
+id: {slug}             # the file is {slug}.yaml
 revision: 1
 description: What this candidate changes, in one sentence.
 applies_to: {{services: [support.answer]}}
-model: claude-sonnet-4-6-20261015        # and/or template_source, template: {{id, version}}, params, tools
-modes: [diff]                   # capture, pinned, class_rate, diff, state
+model: claude-sonnet-4-6-20261015   # or template_source, params, tools
+modes: [diff]          # capture, pinned, class_rate, diff, state
 sample: {{per_stratum: 40}}
-budget_usd: 5.0                 # replay_summary warns when the replays cost more
+budget_usd: 5.0        # replay_summary warns above it
 """
 
 

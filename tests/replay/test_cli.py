@@ -56,3 +56,17 @@ def test_a_bad_candidate_id_is_refused_before_anything_runs(env, sim):
     result = CliRunner().invoke(app, ["replay", "--candidate", "no-such-thing", "--date", DAY.isoformat()], env=env)
     assert result.exit_code == 2 and "no candidate 'no-such-thing'" in " ".join(result.output.split())
     assert len(sim.log) == received
+
+
+def test_candidates_new_writes_a_minimal_valid_file_the_registry_lists(recorded_day, env):
+    runner = CliRunner()
+    result = runner.invoke(app, ["candidates", "new", "prompt-v9"], env=env)
+    assert result.exit_code == 0, result.output
+    written = recorded_day.registry / "prompt-v9.yaml"
+    assert "budget_usd: 5.0" in written.read_text()
+    listed = runner.invoke(app, ["candidates"], env=env)
+    assert "prompt-v9" in listed.output and "rejected" not in listed.output.replace("prompt-v9", "")
+    again = runner.invoke(app, ["candidates", "new", "prompt-v9"], env=env)
+    assert again.exit_code == 1 and "exists" in again.output
+    written.unlink()
+    assert runner.invoke(app, ["candidates", "new", "Bad,Slug"], env=env).exit_code == 2

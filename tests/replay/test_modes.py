@@ -211,9 +211,10 @@ def test_a_rerun_of_a_replay_partition_sends_nothing_and_writes_no_version(recor
     before = first.asset_materializations_for_node("replays")[0]
     assert before.metadata["spent_this_run_usd"].value > 0
     # the same content, the same data version: replay_summary's automation does not follow it
-    assert result.asset_materializations_for_node("replays")[0].tags["dagster/data_version"] == before.tags[
-        "dagster/data_version"
-    ]
+    assert (
+        result.asset_materializations_for_node("replays")[0].tags["dagster/data_version"]
+        == before.tags["dagster/data_version"]
+    )
     rows = replays_of(recorded_day, slug).to_dicts()
     if slug == "sonnet-next":
         assert {r["new_model"] for r in rows if r["status"] == "succeeded"} == {FIXED_MODEL}

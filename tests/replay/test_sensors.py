@@ -85,3 +85,26 @@ def test_nightly_success_requests_one_replay_run_per_active_candidate(tmp_path):
     requests = nightly_replay(context)
     assert [r.partition_key for r in requests] == [candidate_day_key("prompt-v5", "2026-11-20")]
     assert requests[0].run_key == "replay-prompt-v5-2026-11-20"
+
+
+def test_a_run_of_a_candidate_with_no_file_fails_once_and_is_not_retried(tmp_path):
+    from assets.replay import NO_RETRY_TAG, replays
+    from tests.environments import local_settings
+
+    (tmp_path / "candidates").mkdir()
+    settings = local_settings(tmp_path, candidates_uri=str(tmp_path / "candidates"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["gpt-next"])  # "Add a partition" in the UI
+    result = dg.materialize(
+        [replays],
+        resources=settings.resources(),
+        partition_key=candidate_day_key("gpt-next", "2026-11-20"),
+        instance=instance,
+        raise_on_error=False,
+    )
+    assert not result.success
+    run = instance.get_run_by_id(result.run_id)
+    assert run.tags[NO_RETRY_TAG] == "false"  # the run-retry daemon leaves a step failure with this tag alone
+    (failure,) = [e for e in result.all_events if e.event_type_value == "STEP_FAILURE"]
+    message = failure.step_failure_data.error.message
+    assert "no candidate 'gpt-next' in the registry" in message and "Not retried" in message
