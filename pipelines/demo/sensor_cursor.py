@@ -35,7 +35,8 @@ def sensor_state(instance: dg.DagsterInstance, name: str, location: str = CODE_L
 
 
 def _origin(name: str, location: str) -> RemoteInstigatorOrigin:
-    code = InProcessCodeLocationOrigin(LoadableTargetOrigin(module_name="pipelines.definitions"), location)
+    target = LoadableTargetOrigin(module_name="pipelines.definitions")
+    code = InProcessCodeLocationOrigin(target, location_name=location)
     return RemoteInstigatorOrigin(RemoteRepositoryOrigin(code, REPOSITORY), name)
 
 

@@ -8,6 +8,8 @@ minutes of a running `dagster dev`."""
 from datetime import UTC, datetime, timedelta
 
 import dagster as dg
+from dagster._core.definitions.selector import InstigatorSelector
+from dagster._core.scheduler.instigation import InstigatorStatus
 
 from pipelines.demo.sensor_cursor import sensor_state, settle_source_sensor
 from pipelines.resources.object_store import ObjectStore
@@ -29,7 +31,12 @@ def test_the_demo_saves_the_cursor_the_source_sensor_reads(tmp_path):
         assert sensor_state(instance, "new_source_objects") is None
         settle_source_sensor(instance, store)
         state = sensor_state(instance, "new_source_objects")
-        assert state is not None and state.status == dg._core.scheduler.instigation.InstigatorStatus.DECLARED_IN_CODE
+        assert state is not None and state.status == InstigatorStatus.DECLARED_IN_CODE
+        # the selector `make ui`'s daemon looks the state up by: pyproject's code location, the sensor's name
+        daemon = InstigatorSelector(
+            location_name="tracelake", repository_name="__repository__", name="new_source_objects"
+        )
+        assert state.selector_id == daemon.get_id()
         cursor = state.instigator_data.cursor
         context = dg.build_sensor_context(cursor=cursor, resources={"source": store})
         assert list(new_source_objects(context)) == []  # the daemon's next tick: no run
