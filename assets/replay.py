@@ -11,6 +11,13 @@ from datetime import date
 import dagster as dg
 import polars as pl
 
+from assets.replay_view import (
+    SUMMARY_CHECK_SPECS,
+    check_results,
+    segment_table,
+    window_metadata,
+    write_plot,
+)
 from assets.reporting import merge_metadata, preview
 from pipelines.jobs import nightly
 from pipelines.jobs import replay as replay_job
@@ -19,18 +26,32 @@ from pipelines.llm.lifecycle import serve
 from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key, candidate_day_of, candidate_days
 from pipelines.partitions import candidates as candidate_dimension
 from pipelines.printable import inert
+from pipelines.record.canonical import sha256_hex
 from pipelines.replay.bodies import answer_of
-from pipelines.replay.candidates import Candidate, CandidateError, template_problem
+from pipelines.replay.candidates import Candidate, CandidateError, example_yaml, template_problem
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.judging import pairwise_judge
 from pipelines.replay.plan import ReplayPlan, plan_replay
-from pipelines.replay.report import SEGMENT_COLUMNS, segment_table_rows
 from pipelines.replay.summary import summarize
+from pipelines.replay.window import checks, pool, request_costs
 from pipelines.resources.candidates import CandidateRegistry
 from pipelines.resources.judge import JudgePolicy
 from pipelines.resources.llm import LLM, LLMRequest, LLMResult
 from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import Warehouse
+from pipelines.settings import Settings
+
+CANDIDATE_HELP = f"""A **candidate** is a prompt/model change to try on recorded traffic: one YAML file
+`<id>.yaml` in the registry at `{Settings.from_env().candidates_uri}` (`TRACELAKE_CANDIDATES`). The
+`candidate_partitions_sync` sensor makes each valid file a partition (only the registry adds
+candidates; a rejected file fails the sensor's tick with the file and the reason).
+`tracelake candidates new ID` writes this minimal file:
+
+```yaml
+{example_yaml("prompt-v5")}```"""
+
+
+NO_RETRY_TAG = "dagster/retry_on_asset_or_op_failure"
 
 
 def template_source(candidate: Candidate, templates: TemplateStore) -> str | None:
@@ -163,7 +184,10 @@ def sender(ask):
     group_name="replay",
     pool="llm",
     description="One row per call x candidate x mode x sample: the fidelity of the replay, the request sent, "
-    "old and new output, tokens, cost and the verdict with what decided it.",
+    "old and new output, tokens, cost and the verdict with what decided it. Its metadata separates what this "
+    "run sent and spent (the ledger) from what the partition's rows cost; a re-run answered from the ledger "
+    "sends nothing, commits nothing and keeps its data version, so `replay_summary` does not run again.\n\n"
+    + CANDIDATE_HELP,
 )
 def replays(
     context: dg.AssetExecutionContext,
@@ -175,8 +199,17 @@ def replays(
 ) -> dg.MaterializeResult:
     candidate_id, day = candidate_day_of(context)
     run_id = context.run.run_id
-    candidate = candidate_registry.get(candidate_id)
-    inputs = day_inputs(candidate, day, warehouse, template_store)
+    try:
+        candidate = candidate_registry.get(candidate_id)
+        inputs = day_inputs(candidate, day, warehouse, template_store)
+    except CandidateError as e:
+        # a retry reads the same file: fail once, clearly, and say it is not retried
+        context.instance.add_run_tags(run_id, {NO_RETRY_TAG: "false"})
+        raise dg.Failure(
+            description=f"{inert(str(e))} Partitions come from the registry at {candidate_registry.uri}; "
+            "a candidate added by hand has no file behind it. Not retried.",
+            allow_retries=False,
+        ) from None
     judge = judge_policy.load().judge
     # first thing: what this run will send and cost, logged and recorded; nothing is sent when it is blocked
     plan = plan_of([inputs], llm, warehouse, judge.model, run_id)
@@ -209,8 +242,21 @@ def replays(
         )
     if errored:
         context.log.warning(f"{errored} of {counts['sent']} requests sent came back errored; a re-run retries them")
+    requests_billed, spent = run_spend(warehouse, run_id)
+    committed = result.inserted + result.updated + result.deleted
+    if not counts["sent"] and not committed:
+        context.log.info(f"{candidate_id} {day}: 0 sent, nothing committed: every answer came from the ledger")
+    partition = (pl.col("candidate") == candidate_id) & (pl.col("day") == day)
+    stored = warehouse.read("replays", partition, ["record_sha256"])
     return dg.MaterializeResult(
+        # the partition's content: unchanged by a re-run that commits nothing (replay_summary follows changes)
+        data_version=dg.DataVersion(sha256_hex("\n".join(sorted(stored["record_sha256"].to_list())))),
         metadata={
+            "this_run": f"{counts['sent']} sent, ${spent:.4f} spent; "
+            + (f"{committed} rows committed" if committed else "nothing committed (answered from the ledger)"),
+            "spent_this_run_usd": round(spent, 6),
+            "requests_billed_this_run": requests_billed,
+            "cost_of_rows_usd": round(sum((r["cost_usd"] or 0) + (r["judge_cost_usd"] or 0) for r in rows), 6),
             **merge_metadata(result, warehouse),
             "dagster/row_count": len(rows),
             "candidate": candidate_id,
@@ -225,7 +271,6 @@ def replays(
                 {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_")}
             ),
             "substituted_rows": sum(1 for r in rows if r["substituted_from"]),
-            "cost_usd": round(sum((r["cost_usd"] or 0) + (r["judge_cost_usd"] or 0) for r in rows), 6),
             "judge_cost_usd": round(sum(r["judge_cost_usd"] or 0 for r in rows), 6),
             "comparison": candidate.comparison,
             "decided_by": dg.MetadataValue.json(dict(Counter(r["decided_by"] for r in rows if r["decided_by"]))),
@@ -233,8 +278,22 @@ def replays(
             "fidelity": dg.MetadataValue.json(dict(fidelities)),
             "verdicts": dg.MetadataValue.json(dict(verdicts)),
             "preview": preview(rows, ["service", "mode", "sample_index", "fidelity", "verdict", "decided_by"]),
-        }
+        },
     )
+
+
+# A re-run that sends nothing and commits nothing keeps the data version of `replays`,
+# so the summary follows only real changes (and a run that asks for both in one go).
+SUMMARY_AUTOMATION = (
+    dg.AutomationCondition.eager()
+    .without(dg.AutomationCondition.in_latest_time_window())
+    .replace(
+        "any_deps_updated",
+        dg.AutomationCondition.any_deps_match(
+            dg.AutomationCondition.data_version_changed() | dg.AutomationCondition.will_be_requested()
+        ).with_label("any_deps_changed"),
+    )
+)
 
 
 @dg.asset(
@@ -243,53 +302,84 @@ def replays(
     kinds={"delta"},
     group_name="replay",
     pool="warehouse",
-    # eager for any day, not only the latest: backfilled days get their summary too
-    automation_condition=dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window()),
-    description="Per candidate, day, mode, fidelity and segment: improved / regressed / same with Wilson "
-    "intervals, a paired sign test, Benjamini-Hochberg across segments, cost, and a flag when the aggregate "
-    "improves while a segment significantly regresses.",
+    # eager for any day, not only the latest (backfilled days get their summary too), on a changed data version
+    automation_condition=SUMMARY_AUTOMATION,
+    check_specs=SUMMARY_CHECK_SPECS,
+    description="The decision on a candidate. Per candidate, day, mode, fidelity and segment: improved / "
+    "regressed / same with Wilson intervals, a paired sign test, Benjamini-Hochberg across segments and cost; "
+    "and every day replayed so far pooled into one view (the `window_*` metadata, a plot, regressed examples). "
+    "Four warn checks say whether the aggregate hides a segment regression, a segment regresses, the replays are "
+    "mostly approximate, or the cost is over the candidate's `budget_usd`.\n\n" + CANDIDATE_HELP,
 )
-def replay_summary(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
+def replay_summary(
+    context: dg.AssetExecutionContext, warehouse: Warehouse, candidate_registry: CandidateRegistry
+) -> dg.MaterializeResult:
     candidate_id, day = candidate_day_of(context)
-    rows = warehouse.read("replays", (pl.col("candidate") == candidate_id) & (pl.col("day") == day)).to_dicts()
+    window = warehouse.read("replays", pl.col("candidate") == candidate_id).to_dicts()
+    rows = [r for r in window if r["day"] == day]
     summary = summarize(rows, candidate_id, day)
     # the partition's groups as of now: a group that no longer exists goes
     where = (pl.col("candidate") == candidate_id) & (pl.col("day") == day)
     result = warehouse.merge("replay_summary", summary, partitions=[candidate_id], replace=where)
-    flagged = any(r["hides_regression"] for r in summary)
+    view = pool(window, candidate_id, request_costs(warehouse, window))
+    try:
+        budget = candidate_registry.get(candidate_id).budget_usd
+    except CandidateError as e:
+        context.log.warning(f"no budget check: {inert(str(e))}")
+        budget = None
+    plot = write_plot(view, warehouse.uri)
     return dg.MaterializeResult(
         metadata={
+            **window_metadata(view, plot),
+            "day": str(day),
+            "day_hides_regression": dg.MetadataValue.bool(any(r["hides_regression"] for r in summary)),
+            "day_segments": segment_table(summary),
+            "day_cost_usd": round(sum(r["cost_usd"] for r in summary if r["segment_key"] == "all"), 6),
+            "replays": len(rows),
+            "simulated": dg.MetadataValue.bool(any(r["simulated"] for r in summary)),
             **merge_metadata(result, warehouse),
             "dagster/row_count": len(summary),
-            "replays": len(rows),
-            "hides_regression": dg.MetadataValue.bool(flagged),
-            "regressed_segments": ", ".join(sorted({s for r in summary for s in r["regressed_segments"]})) or "none",
-            "cost_usd": round(sum(r["cost_usd"] for r in summary if r["segment_key"] == "all"), 6),
-            "simulated": dg.MetadataValue.bool(any(r["simulated"] for r in summary)),
-            "segments": preview(segment_table_rows(summary), SEGMENT_COLUMNS, limit=200),
-        }
+        },
+        check_results=check_results(checks(view, budget), plot),
     )
+
+
+class CandidateFilesRejected(Exception):
+    """A registry file the sensor cannot make a candidate of: fails the tick, so the UI shows it."""
 
 
 @dg.sensor(
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Adds a candidate partition for every valid candidate in the registry (TRACELAKE_CANDIDATES); "
-    "files with a bad slug or bad content are rejected with the reason.",
+    description="Makes the candidate partitions what the registry (TRACELAKE_CANDIDATES) holds: adds one for "
+    "every valid file, removes one that has no file (added by hand: no phantom candidates). A file with a bad "
+    "slug or bad content fails the tick with the file and the reason, until it is fixed or removed.",
 )
 def candidate_partitions_sync(context: dg.SensorEvaluationContext, candidate_registry: CandidateRegistry):
     found, rejected = candidate_registry.load()
-    for error in rejected:
-        context.log.error(f"rejected candidate file: {inert(str(error))}")
+    problems = [inert(str(e)) for e in rejected]
+    for problem in problems:
+        context.log.error(f"rejected candidate file: {problem}")
     known = set(context.instance.get_dynamic_partitions(CANDIDATE_PARTITIONS))
     new = sorted(set(found) - known)
-    problems = "; ".join(inert(str(e)) for e in rejected)
-    if not new:
-        return dg.SkipReason(
-            f"no new candidates ({len(found)} known)" + (f"; rejected: {problems}" if problems else "")
+    phantom = sorted(known - candidate_registry.ids_on_file())
+    requests = []
+    if new:
+        context.log.info(f"adding candidate partitions: {', '.join(new)}")
+        requests.append(candidate_dimension.build_add_request(new))
+    if phantom:
+        context.log.warning(
+            f"removing candidate partitions with no file in {candidate_registry.uri}: {', '.join(phantom)}"
         )
-    context.log.info(f"adding candidate partitions: {', '.join(new)}")
-    return dg.SensorResult(dynamic_partitions_requests=[candidate_dimension.build_add_request(new)])
+        requests.append(candidate_dimension.build_delete_request(phantom))
+    if requests:
+        return dg.SensorResult(dynamic_partitions_requests=requests)
+    if problems:
+        raise CandidateFilesRejected(
+            f"{len(problems)} candidate file(s) rejected in {candidate_registry.uri} ({len(found)} valid): "
+            + " | ".join(problems)
+        )
+    return dg.SkipReason(f"no new candidates ({len(found)} known)")
 
 
 @dg.run_status_sensor(

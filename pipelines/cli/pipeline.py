@@ -120,6 +120,11 @@ def demo(
     with _demo_llm(settings):
         run(stage="nightly", day=first.isoformat(), to=last.isoformat())
         run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
+    from pipelines.demo.sensor_cursor import settle_source_sensor
+    from pipelines.instance import open_instance
+
+    # `make ui` on this state starts no ingest: the source sensor knows these objects
+    settle_source_sensor(open_instance(), settings.object_store())
     tables()
     from pipelines.cli.judge import show_rates
 
