@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from pipelines.demo import agent, kb, stores, support
+from pipelines.demo import agent, kb, stores, support, verify
 from pipelines.demo.objects import ObjectWriter
 from pipelines.demo.people import Customer, population
 
@@ -66,11 +66,13 @@ def day_objects(
     people: list[Customer],
     per_call_values: bool = True,
     long_prompt_calls: int = 0,
+    verify_calls: int = 0,
 ) -> tuple[dict[str, bytes], int, int]:
     """Every object one day produces (key -> uncompressed bytes), with the
     number of model calls and agent sessions in them. ``per_call_values=False``
     renders from templates that print no retrieval score and no date;
-    ``long_prompt_calls`` adds that many support.kb calls (``pipelines/demo/kb.py``)."""
+    ``long_prompt_calls`` adds that many support.kb calls (``pipelines/demo/kb.py``),
+    ``verify_calls`` that many account.verify calls (``pipelines/demo/verify.py``)."""
     rng = random.Random(f"{seed}:{day.isoformat()}")
     answers: dict[int, list[dict]] = defaultdict(list)
     triage: dict[int, list[dict]] = defaultdict(list)
@@ -117,6 +119,17 @@ def day_objects(
     for hour, docs in sorted(long_prompts.items()):
         docs.sort(key=lambda d: d["occurred_at"])
         objects[f"{ymd}/kb/{hour:02d}.jsonl.gz"] = _jsonl(docs)
+    # so does the identity-check route
+    verify_rng = random.Random(f"{seed}:{day.isoformat()}:verify")
+    checks: dict[int, list[dict]] = defaultdict(list)
+    for _ in range(verify_calls):
+        when = _when(verify_rng, day)
+        doc = verify.verify_call(verify_rng, _customer(verify_rng, people), when, f"{verify_rng.getrandbits(128):032x}")
+        checks[when.hour].append(doc)
+    made += verify_calls
+    for hour, docs in sorted(checks.items()):
+        docs.sort(key=lambda d: d["occurred_at"])
+        objects[f"{ymd}/verify/{hour:02d}.jsonl.gz"] = _jsonl(docs)
     for hour, hour_sessions in sorted(sessions.items()):
         hour_sessions.sort(key=lambda events: events[0]["timestamp"])
         per_object = max(1, OBJECT_CALLS // 7)
@@ -137,6 +150,7 @@ def generate(
     progress: Callable[[str, int, int], None] | None = None,
     per_call_values: bool = True,
     long_prompt_calls: int = 0,
+    verify_calls: int = 0,
 ) -> DemoSummary:
     """Write ``days`` days ending on ``end`` (inclusive) of about ``calls``
     calls each (agent sessions vary in length, so the count is approximate)."""
@@ -145,7 +159,9 @@ def generate(
     summary = DemoSummary(source=out, stores=stores_out or "")
     day_list = [end - timedelta(days=i) for i in reversed(range(days))]
     for n, day in enumerate(day_list, start=1):
-        objects, made, session_count = day_objects(day, calls, seed, people, per_call_values, long_prompt_calls)
+        objects, made, session_count = day_objects(
+            day, calls, seed, people, per_call_values, long_prompt_calls, verify_calls
+        )
         for key, data in objects.items():
             summary.bytes_written += writer.put(key, data)
         summary.objects += len(objects)
