@@ -5,26 +5,33 @@ The request is the call's frozen request (``request_json``), built by the
 replay core's modes: ``capture`` (as recorded, one sample), ``class_rate``
 (as recorded at production settings, N samples) or ``pinned`` (temperature 0).
 Fidelity comes from the replay core (``fidelity_of``: the latest `rot_checks`
-row and the call's capture list); an ineligible call is not sent.
+row and the call's capture list); an ineligible call is not sent. An
+encrypt-mode call is sent decrypted when the replay key is configured
+(``pipelines.replay.unlock``): ``exact`` when its decrypted request hashes to
+the recorded hash; its answers come back sealed (plaintexts as tokens).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipelines.debug.symptoms import customer_language, failure_test, symptom_of
 from pipelines.replay.bodies import Answer, pinned, recorded_answer, recorded_request
 from pipelines.replay.compare import divergence
-from pipelines.replay.fidelity import Fidelity, fidelity_of
+from pipelines.replay.fidelity import VERIFIED, Fidelity, fidelity_of
+from pipelines.replay.unlock import Unlock
 
 
 @dataclass(frozen=True)
 class ReplayPlan:
     fidelity: Fidelity
     mode: str
-    body: dict[str, Any] | None
+    body: dict[str, Any] | None = field(repr=False)
+    # a decrypted body: seals what comes back (plaintexts to tokens); verified bytes go out without cache markers
+    seal: Callable[[Any], Any] | None = field(default=None, repr=False)
+    as_witnessed: bool = False
 
 
 def plan_replay(
@@ -34,13 +41,16 @@ def plan_replay(
     pin: bool,
     samples: int,
     redaction_mode: str | None = None,
+    unlock: Unlock | None = None,
 ) -> ReplayPlan:
-    fidelity = fidelity_of(call, rot, redaction_mode=redaction_mode)
+    fidelity = fidelity_of(call, rot, redaction_mode=redaction_mode, unlocked=unlock.outcome if unlock else None)
     mode = "pinned" if pin else ("capture" if samples == 1 else "class_rate")
     if not fidelity.sendable:
         return ReplayPlan(fidelity, mode, None)
-    request = recorded_request(call)
-    return ReplayPlan(fidelity, mode, pinned(request) if pin else request)
+    request = recorded_request(unlock.call if unlock is not None and unlock.call is not None else call)
+    seal = unlock.seal if unlock is not None else None
+    witnessed = unlock is not None and unlock.outcome == VERIFIED and not pin
+    return ReplayPlan(fidelity, mode, pinned(request) if pin else request, seal, witnessed)
 
 
 @dataclass(frozen=True)

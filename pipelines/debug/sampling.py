@@ -29,14 +29,30 @@ class Sent:
 
 
 def sample_requests(
-    bodies: Iterable[dict[str, Any]], samples: int, *, purpose: str, mode: str, call_id: str | None
+    bodies: Iterable[dict[str, Any]],
+    samples: int,
+    *,
+    purpose: str,
+    mode: str,
+    call_id: str | None,
+    seal: Callable[[Any], Any] | None = None,
+    cache_prefix: bool = True,
 ) -> list[LLMRequest]:
-    """``samples`` requests per distinct body (sample_index 0..N-1): content-addressed, so a re-run sends nothing."""
+    """``samples`` requests per distinct body (sample_index 0..N-1): content-addressed, so a re-run sends nothing.
+    ``seal``: the bodies were decrypted (``LLMRequest.seal``)."""
     seen: dict[str, dict[str, Any]] = {}
     for body in bodies:
         seen.setdefault(request_sha256(body), body)
     return [
-        LLMRequest(body=body, purpose=purpose, mode=mode, sample_index=i, call_id=call_id)
+        LLMRequest(
+            body=body,
+            purpose=purpose,
+            mode=mode,
+            sample_index=i,
+            call_id=call_id,
+            seal=seal,
+            cache_prefix=cache_prefix,
+        )
         for body in seen.values()
         for i in range(samples)
     ]

@@ -80,10 +80,16 @@ class Seal:
     """Plaintexts back to their tokens in whatever a decrypted request produced."""
 
     def __init__(self, seen: Mapping[str, str]):
+        self.seen = dict(seen)
         # longest first, so a value that contains another is sealed whole
         self._tokens = {plain: token for token, plain in seen.items() if plain.strip()}
         ordered = sorted(self._tokens, key=len, reverse=True)
         self._pattern = re.compile("|".join(re.escape(p) for p in ordered)) if ordered else None
+
+    @classmethod
+    def joined(cls, seals: list[Seal]) -> Seal:
+        """One seal for what several decrypted calls produce together (an ablation's variants)."""
+        return cls({token: plain for seal in seals for token, plain in seal.seen.items()})
 
     def __call__(self, value: Any) -> Any:
         if self._pattern is None:
@@ -164,6 +170,38 @@ class Unlocker:
         """Decryptions not yet handed out for the log (each once)."""
         fresh, self._logged = self.decryptions[self._logged :], len(self.decryptions)
         return fresh
+
+
+def redaction_mode_of(warehouse: Any, call: Mapping[str, Any]) -> str | None:
+    """How ingest redacted ``call`` (its `redaction_audit` row), or None when it was not."""
+    import polars as pl
+
+    day = call.get("occurred_date") or (call.get("occurred_at") and call["occurred_at"].date())
+    where = (pl.col("call_id") == call["call_id"]) & (pl.col("source_table") == "calls")
+    if day is not None:
+        where = where & (pl.col("occurred_date") == day)
+    modes = warehouse.read("redaction_audit", where, ["mode"])["mode"].to_list()
+    return modes[0] if modes else None
+
+
+def unlock_for_command(
+    warehouse: Any, calls: list[Mapping[str, Any]], *, purpose: str, run_id: str, policy_path: str | None = None
+) -> dict[str, Unlock]:
+    """``tracelake replay CALL_ID`` / ``ablate``: each call decrypted where it needs and the environment
+    holds the key, the decryptions appended to `unredaction_log` before anything is sent."""
+    from pipelines.redact.policy import load_policy
+
+    keys = replay_keys()
+    unlocker = Unlocker(keys, load_policy(policy_path) if keys is not None else None)
+    found = {}
+    for call in calls:
+        unlock = unlocker.unlock(call, redaction_mode_of(warehouse, call))
+        if unlock is not None:
+            found[call["call_id"]] = unlock
+    rows = log_rows(unlocker.unlogged(), purpose=purpose, run_id=run_id)
+    if rows:
+        warehouse.merge(LOG_TABLE, rows)
+    return found
 
 
 def actor() -> str:
