@@ -59,6 +59,27 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode()
 
 
+def _own_stream_route(
+    objects: dict[str, bytes],
+    name: str,
+    make: Callable[[random.Random, Customer, datetime, str], dict],
+    calls: int,
+    day: date,
+    seed: int,
+    people: list[Customer],
+) -> int:
+    """``calls`` calls of a route drawn from the route's own random stream, as ``YYYY/MM/DD/<name>/HH.jsonl.gz``."""
+    rng = random.Random(f"{seed}:{day.isoformat()}:{name}")
+    by_hour: dict[int, list[dict]] = defaultdict(list)
+    for _ in range(calls):
+        when = _when(rng, day)
+        by_hour[when.hour].append(make(rng, _customer(rng, people), when, f"{rng.getrandbits(128):032x}"))
+    for hour, docs in sorted(by_hour.items()):
+        docs.sort(key=lambda d: d["occurred_at"])
+        objects[f"{day:%Y/%m/%d}/{name}/{hour:02d}.jsonl.gz"] = _jsonl(docs)
+    return calls
+
+
 def day_objects(
     day: date,
     calls: int,
@@ -108,28 +129,9 @@ def day_objects(
         objects[f"{ymd}/triage/{hour:02d}.jsonl.zst"] = _jsonl(docs)
     for doc in singles:
         objects[f"{ymd}/escalations/{doc['trace_id']}.json"] = json.dumps(doc, ensure_ascii=False, indent=2).encode()
-    # the long-prompt route draws from its own stream: the objects above do not change with it
-    kb_rng = random.Random(f"{seed}:{day.isoformat()}:kb")
-    long_prompts: dict[int, list[dict]] = defaultdict(list)
-    for _ in range(long_prompt_calls):
-        when = _when(kb_rng, day)
-        doc = kb.kb_call(kb_rng, _customer(kb_rng, people), when, f"{kb_rng.getrandbits(128):032x}")
-        long_prompts[when.hour].append(doc)
-    made += long_prompt_calls
-    for hour, docs in sorted(long_prompts.items()):
-        docs.sort(key=lambda d: d["occurred_at"])
-        objects[f"{ymd}/kb/{hour:02d}.jsonl.gz"] = _jsonl(docs)
-    # so does the identity-check route
-    verify_rng = random.Random(f"{seed}:{day.isoformat()}:verify")
-    checks: dict[int, list[dict]] = defaultdict(list)
-    for _ in range(verify_calls):
-        when = _when(verify_rng, day)
-        doc = verify.verify_call(verify_rng, _customer(verify_rng, people), when, f"{verify_rng.getrandbits(128):032x}")
-        checks[when.hour].append(doc)
-    made += verify_calls
-    for hour, docs in sorted(checks.items()):
-        docs.sort(key=lambda d: d["occurred_at"])
-        objects[f"{ymd}/verify/{hour:02d}.jsonl.gz"] = _jsonl(docs)
+    # the long-prompt and identity-check routes draw from their own streams: the objects above do not change
+    made += _own_stream_route(objects, "kb", kb.kb_call, long_prompt_calls, day, seed, people)
+    made += _own_stream_route(objects, "verify", verify.verify_call, verify_calls, day, seed, people)
     for hour, hour_sessions in sorted(sessions.items()):
         hour_sessions.sort(key=lambda events: events[0]["timestamp"])
         per_object = max(1, OBJECT_CALLS // 7)
