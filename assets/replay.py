@@ -33,10 +33,12 @@ from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.judging import pairwise_judge
 from pipelines.replay.plan import ReplayPlan, plan_replay
 from pipelines.replay.summary import summarize
+from pipelines.replay.unlock import LOG_TABLE, Unlocker, log_rows
 from pipelines.replay.window import checks, pool, request_costs
 from pipelines.resources.candidates import CandidateRegistry
 from pipelines.resources.judge import JudgePolicy
 from pipelines.resources.llm import LLM, LLMRequest, LLMResult
+from pipelines.resources.replay_key import ReplayKey
 from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import Warehouse
 from pipelines.settings import Settings
@@ -172,6 +174,14 @@ def record_plan(context: dg.AssetExecutionContext, plan: ReplayPlan) -> None:
     context.instance.add_run_tags(context.run.run_id, {k: v[:1000] for k, v in tags.items()})
 
 
+def log_decryptions(warehouse: Warehouse, unlocker: Unlocker, run_id: str, candidate: str) -> int:
+    """The run's decryptions not yet in `unredaction_log`, appended there (before anything is sent)."""
+    rows = log_rows(unlocker.unlogged(), purpose="replay", run_id=run_id, candidate=candidate)
+    if rows:
+        warehouse.merge(LOG_TABLE, rows)
+    return len(rows)
+
+
 def sender(ask):
     """``send`` for the replay core: the same rounds, read as Answers."""
     return lambda outgoing: {key: answer_of(result) for key, result in ask(outgoing).items()}
@@ -196,12 +206,14 @@ def replays(
     candidate_registry: CandidateRegistry,
     template_store: TemplateStore,
     judge_policy: JudgePolicy,
+    replay_key: ReplayKey,
 ) -> dg.MaterializeResult:
     candidate_id, day = candidate_day_of(context)
     run_id = context.run.run_id
     try:
         candidate = candidate_registry.get(candidate_id)
-        inputs = day_inputs(candidate, day, warehouse, template_store)
+        # encrypt-mode calls are decrypted in memory when the environment holds the replay key
+        inputs = replace(day_inputs(candidate, day, warehouse, template_store), unlocker=replay_key.unlocker())
     except CandidateError as e:
         # a retry reads the same file: fail once, clearly, and say it is not retried
         context.instance.add_run_tags(run_id, {NO_RETRY_TAG: "false"})
@@ -213,6 +225,7 @@ def replays(
     judge = judge_policy.load().judge
     # first thing: what this run will send and cost, logged and recorded; nothing is sent when it is blocked
     plan = plan_of([inputs], llm, warehouse, judge.model, run_id)
+    decrypted = log_decryptions(warehouse, inputs.unlocker, run_id, candidate_id)
     record_plan(context, plan)
     if plan.blocked:
         raise dg.Failure(
@@ -225,6 +238,7 @@ def replays(
     ask = asker(llm, warehouse, run_id, context.log, counts)
     inputs.judge = pairwise_judge(ask, model=judge.model, candidate=candidate_id)
     rows = replay_day(inputs, sender(ask), run_id=run_id)
+    decrypted += log_decryptions(warehouse, inputs.unlocker, run_id, candidate_id)
     result = warehouse.merge("replays", rows, partitions=[candidate_id])
     fidelities = Counter(r["fidelity"] for r in rows)
     verdicts = Counter(r["verdict"] for r in rows if r["verdict"])
@@ -264,6 +278,7 @@ def replays(
             "changes": ", ".join(candidate.changes) or "none",
             "plan": dg.MetadataValue.md(plan.markdown()),
             **{k: v for k, v in plan.metadata().items() if v is not None},
+            "calls_decrypted": decrypted,
             "requests_sent": counts["sent"],
             "requests_reused": counts["reused"],
             "requests_errored": errored,

@@ -36,9 +36,12 @@ def sample_requests(
     mode: str,
     call_id: str | None,
     substituted: Mapping[str, str] | None = None,
+    seal: Callable[[Any], Any] | None = None,
+    cache_prefix: bool = True,
 ) -> list[LLMRequest]:
     """``samples`` requests per distinct body (sample_index 0..N-1): content-addressed, so a re-run sends nothing.
-    ``substituted``: the retired model each body's call was recorded on, by the body's request hash."""
+    ``substituted``: the retired model each body's call was recorded on, by the body's request hash;
+    ``seal``: the bodies were decrypted (``LLMRequest.seal``)."""
     seen: dict[str, dict[str, Any]] = {}
     for body in bodies:
         seen.setdefault(request_sha256(body), body)
@@ -50,6 +53,8 @@ def sample_requests(
             sample_index=i,
             call_id=call_id,
             substituted_from=(substituted or {}).get(sha),
+            seal=seal,
+            cache_prefix=cache_prefix,
         )
         for sha, body in seen.items()
         for i in range(samples)
