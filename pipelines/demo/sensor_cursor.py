@@ -44,7 +44,10 @@ def settle_source_sensor(
     instance: dg.DagsterInstance, source: ObjectStore, location: str = CODE_LOCATION
 ) -> str | None:
     """Save the cursor ``new_source_objects`` reaches on ``source`` now (what it would request,
-    marked as requested); returns it. Its status stays the one declared in code (running)."""
+    marked as requested); returns it. Its status stays the one declared in code (running).
+    An instance that keeps no sensor state (ephemeral: no dagster.yaml here) is left alone."""
+    if instance.schedule_storage is None:
+        return None
     from pipelines.definitions import build
     from pipelines.sensors import new_source_objects
 
