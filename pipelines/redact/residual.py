@@ -99,11 +99,14 @@ GATE = "|".join(
 
 
 def identity_gate(policy: Policy) -> str:
-    """``GATE`` and the policy's identity keys as a cell's raw text may write them (``taxId``,
-    ``tax-id``, ``"tax_id"`` inside escaped JSON): a cell holding one is walked."""
+    """``GATE`` and the policy's identity keys as a cell's raw text writes them: quoted as a JSON key
+    or an OTel attribute's name (``"tax-id"``, ``\\"cpf\\"`` inside escaped JSON) or bare before
+    ``:`` or ``=`` (``taxId: 1``, ``cpf=1``); a cell holding one is walked. The word in prose ("the
+    document says") walks nothing: no key writes its value there."""
     keys = {glob.rsplit(".", 1)[-1].lower() for globs in policy.fields.identity.values() for glob in globs}
     names = sorted(regex.escape(key).replace(r"\*", r"\w*").replace("_", "[_ -]?") for key in keys)
-    return GATE if not names else rf"{GATE}|(?i)\b(?:{'|'.join(names)})\b"
+    either = "|".join(names)
+    return GATE if not names else rf"{GATE}|(?i:\\*[\"'](?:{either})\\*[\"']|\b(?:{either})\s*[:=])"
 
 
 # an identifier of lower-case letters and digits only (a hash, an id) holds nothing that counts
