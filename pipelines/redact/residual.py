@@ -99,14 +99,19 @@ GATE = "|".join(
 
 
 def identity_gate(policy: Policy) -> str:
-    """``GATE`` and the policy's identity keys as a cell's raw text writes them: quoted as a JSON key
-    or an OTel attribute's name (``"tax-id"``, ``\\"cpf\\"`` inside escaped JSON) or bare before
-    ``:`` or ``=`` (``taxId: 1``, ``cpf=1``); a cell holding one is walked. The word in prose ("the
-    document says") walks nothing: no key writes its value there."""
+    """``GATE`` and the policy's identity keys as a cell's raw text writes them before a value an
+    identity could be left in (digits, spaces and ``./-``, as ``field_rules.RAW_IDENTITY``): a JSON
+    key, quoted or escaped inside JSON text (``"tax_id": 48152978``, ``\\"cpf\\": \\"123.456``), a
+    bare key (``taxId: 1``, ``cpf=1``), or an OTel attribute's name (``"ssn", "value": ...``). A key
+    whose value is a placeholder or a token (``"tax_id": "<BR_CPF_1>"``), and the word in prose,
+    open nothing: no value is left there."""
     keys = {glob.rsplit(".", 1)[-1].lower() for globs in policy.fields.identity.values() for glob in globs}
     names = sorted(regex.escape(key).replace(r"\*", r"\w*").replace("_", "[_ -]?") for key in keys)
-    either = "|".join(names)
-    return GATE if not names else rf"{GATE}|(?i:\\*[\"'](?:{either})\\*[\"']|\b(?:{either})\s*[:=])"
+    if not names:
+        return GATE
+    either, value = "|".join(names), r"(?:\\*[\"'])?[\s./-]*\d"
+    quoted = rf"\\*[\"'](?:{either})\\*[\"'](?:\s*:\s*{value}|\s*,)"
+    return rf"{GATE}|(?i:{quoted}|(?-u:\b)(?:{either})\s*[:=]\s*{value})"
 
 
 # an identifier of lower-case letters and digits only (a hash, an id) holds nothing that counts
