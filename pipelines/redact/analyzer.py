@@ -43,7 +43,7 @@ from pipelines.redact.entities import (
     UNAMBIGUOUS_WHEN_FORMATTED,
 )
 from pipelines.redact.names import NER_SCORE, LineNames, chunks
-from pipelines.redact.patterns import CREDENTIALS, ascii_digits, compiled, with_ascii_digits
+from pipelines.redact.patterns import CREDENTIALS, ascii_digits, compiled, may_hold_credential, with_ascii_digits
 from pipelines.redact.recognizers import PHONE_CANDIDATE, build_recognizers
 from pipelines.redact.template_text import in_template_text
 
@@ -84,7 +84,7 @@ def _gates(recognizers: Sequence) -> dict[str, Callable[[str], bool]]:
     credentials = [compiled(p) for p in CREDENTIALS]
     gates: dict[str, Callable[[str], bool]] = {
         EMAIL: lambda text: "@" in text,
-        CREDENTIAL: lambda text: any(c.search(text) for c in credentials),
+        CREDENTIAL: lambda text: may_hold_credential(text) and any(c.search(text) for c in credentials),
         PHONE: lambda text: PHONE_CANDIDATE.search(text) is not None,
         # presidio's IPv6 patterns are slow to search; every address they accept
         # (three groups or more) has a dotted quad or two colons with hex between

@@ -6,7 +6,8 @@ number it quotes shares every other line with a thousand others, and a
 conversation quotes its earlier turns. So natural-language texts are split
 into lines, each distinct line is read by the model once in a redactor's
 life (batched), and its names are reused, shifted to where the line sits,
-in every text that holds it.
+in every text that holds it. A line with no upper-case letter is not read
+at all: a name must have a capitalized word (``nlp._looks_like_a_name``).
 
 Regex recognizers are not affected: they still see every text whole.
 """
@@ -46,6 +47,14 @@ def chunks(text: str, size: int) -> list[tuple[int, str]]:
     return out
 
 
+def may_name(line: str) -> bool:
+    """False only when no name can be in the line: it has no upper-case letter."""
+    if line != line.lower():
+        return True
+    # an upper-case letter with no lower-case form leaves lower() unchanged
+    return not line.isascii() and any(c.isupper() for c in line)
+
+
 def lines(text: str) -> Iterator[tuple[int, str]]:
     """(offset, line) for each line of ``text`` (split at "\\n")."""
     offset = 0
@@ -74,6 +83,7 @@ class LineNames:
     def prepare(self, texts: Iterable[str]) -> None:
         """Run the model over the distinct new lines of ``texts`` that may hold a name (one batch)."""
         todo = list(dict.fromkeys(line for text in texts for _, line in lines(text) if line not in self._found))
+        todo = [line for line in todo if may_name(line)]
         if len(self._found) + len(todo) > CACHE_LIMIT:
             self._found.clear()
         short = [line for line in todo if len(line) <= self.max_line_chars]
@@ -87,6 +97,8 @@ class LineNames:
     def spans(self, text: str) -> list[Span]:
         out: list[Span] = []
         for offset, line in lines(text):
+            if not may_name(line):
+                continue
             found = self._found.get(line)
             if found is None:
                 self.prepare([line])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import regex
 
+_DIGIT_BYTES = b"0123456789"
 # a decimal digit of another script: Arabic-Indic, Devanagari, fullwidth (what a CJK IME types)...
 _OTHER_DIGIT = re.compile(r"(?![0-9])\d")
 
@@ -30,8 +31,12 @@ def with_ascii_digits(text: str) -> str:
 
 
 def ascii_digits(text: str) -> int:
-    """How many ASCII digits ``text`` holds."""
-    return sum(map(text.count, "0123456789"))
+    """How many ASCII digits ``text`` holds. Through bytes: ``bytes.translate``
+    deletes at C speed, ``str.translate`` looks every character up in a dict
+    (10x slower, and the recognizers' gates count the digits of every text).
+    In UTF-8 an ASCII digit byte is always the digit itself."""
+    data = text.encode("utf-8", "surrogatepass")
+    return len(data) - len(data.translate(None, _DIGIT_BYTES))
 
 
 CPF_FORMATTED = r"\b\d{3}\.\d{3}\.\d{3}-\d{2}\b"
@@ -90,6 +95,20 @@ CREDENTIALS = (
         ignore_case=True,
     ),
 )
+
+
+# Every credential pattern needs one of these (lower-cased) somewhere in the text:
+# a text without any is not searched at all
+CREDENTIAL_HINTS = (
+    "sk-", "akia", "asia", "abia", "acca", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "xox", "aiza",
+    "_live_", "_test_", "eyj", "private key", "://", "bearer", "basic", "token", "passw", "pwd", "senha",
+    "passphrase", "secret", "apikey", "api_key", "api-key", "access_token", "access-token",
+)  # fmt: skip
+
+
+def may_hold_credential(text: str) -> bool:
+    lower = text.lower()
+    return any(hint in lower for hint in CREDENTIAL_HINTS)
 
 
 def compiled(pattern: CredentialPattern) -> regex.Pattern:
