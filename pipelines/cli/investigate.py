@@ -101,7 +101,7 @@ def _rot_now(settings, warehouse, call) -> tuple[dict | None, str, str | None]:
     return row, "now", None
 
 
-def _freeze(settings, warehouse, call, n: int):
+def _freeze(settings, warehouse, call, n: int, run_id: str):
     """(the pinned and class-rate replay plans on served models, fidelity words, the freeze section)."""
     from pipelines.debug.investigation import capture_list, explain, rot_lines
     from pipelines.debug.investigation_report import Section, Table
@@ -113,9 +113,20 @@ def _freeze(settings, warehouse, call, n: int):
     section.tables.append(capture)
     rot, when, unavailable = _rot_now(settings, warehouse, call)
     section.lines += rot_lines(rot, when) + ([unavailable] if unavailable else [])
-    mode = settings.redaction_mode
-    pinned = plan_replay(call, rot, pin=True, samples=1, redaction_mode=mode)
-    rate = plan_replay(call, rot, pin=False, samples=n, redaction_mode=mode)
+    from pipelines.redact.keys import MissingKey
+    from pipelines.replay.unlock import redaction_mode_of, unlock_for_command
+
+    try:  # an encrypt-mode call is decrypted (in memory, logged) when the replay key is configured
+        unlock = unlock_for_command(
+            warehouse, [call], purpose="replay", run_id=run_id, policy_path=settings.redaction_policy
+        ).get(call["call_id"])
+    except MissingKey as e:
+        _fail(str(e))
+    if unlock is not None and unlock.error:
+        _fail(unlock.error)
+    mode = redaction_mode_of(warehouse, call) or settings.redaction_mode
+    pinned = plan_replay(call, rot, pin=True, samples=1, redaction_mode=mode, unlock=unlock)
+    rate = plan_replay(call, rot, pin=False, samples=n, redaction_mode=mode, unlock=unlock)
     facts = {"rot": rot, "substituted": None, "dropped": {}, "reasons": list(rate.fidelity.reasons)}
     if rate.body is None:
         section.lines.append(f"fidelity: ineligible: the record lacks {', '.join(rate.fidelity.reasons)}")
@@ -262,7 +273,8 @@ def investigate_command(
         raise typer.Exit(code)
 
     step(found)
-    pinned, rate, plan, facts, frozen = _freeze(settings, warehouse, call, n)
+    run_id = _run_id("investigate")
+    pinned, rate, plan, facts, frozen = _freeze(settings, warehouse, call, n, run_id)
     step(frozen)
     if rate is None:
         finish(f"cannot be replayed: the record lacks {', '.join(plan.fidelity.reasons)}", [])
@@ -273,15 +285,23 @@ def investigate_command(
     # the ledger records the retired model a substituted request was recorded on
     retired = facts["substituted"][0] if facts["substituted"] else None
     moved_from = {_request_sha(b): retired for b in (pinned.body, rate.body)} if retired else None
-    replays = sample_requests([pinned.body], 1, purpose="debug", mode="pinned", call_id=cid, substituted=moved_from)
-    replays += sample_requests([rate.body], n, purpose="debug", mode="class_rate", call_id=cid, substituted=moved_from)
+    # a decrypted request's answers come back sealed (its values as tokens again); verified bytes go out as recorded
+    sealed = {"seal": rate.seal, "cache_prefix": not rate.as_witnessed}
+    replays = sample_requests(
+        [pinned.body], 1, purpose="debug", mode="pinned", call_id=cid, substituted=moved_from, seal=rate.seal
+    )
+    replays += sample_requests(
+        [rate.body], n, purpose="debug", mode="class_rate", call_id=cid, substituted=moved_from, **sealed
+    )
     planned, ablations = [], []
     if best is not None and best.differences:
         good = plan_replay(best.call, None, pin=False, samples=1, redaction_mode=settings.redaction_mode).body
         planned = variants(call, best.call, best.differences, bodies=(plan.body, good))
         served, _ = _on_served_models(settings, [v.body for v in planned])
         planned = [dataclasses.replace(v, body=b) for v, b in zip(planned, served, strict=True)]
-        ablations = sample_requests((v.body for v in planned), n, purpose="ablation", mode="ablation", call_id=cid)
+        ablations = sample_requests(
+            (v.body for v in planned), n, purpose="ablation", mode="ablation", call_id=cid, seal=rate.seal
+        )
     llm_plan = _plan(settings, warehouse, replays + ablations, budget_usd, cid)
     lines = llm_plan.lines()
     if ablations:
@@ -293,7 +313,6 @@ def investigate_command(
         raise typer.Exit(0)
 
     # 3. reproduce
-    run_id = _run_id("investigate")
     spent = _send(settings, replays, run_id=run_id, batch=False, budget_usd=budget_usd, what="reproducing")
     rate_answers = spent.answers.get(_request_sha(rate.body), [])
     pinned_answers = spent.answers.get(_request_sha(pinned.body), [])[:1]

@@ -225,6 +225,34 @@ def test_tracelake_replay_call_id_is_exact_with_the_key_and_logs_the_decryption(
     assert log["call_id"].to_list() == [call_id] and log["outcome"].to_list() == ["verified"]
 
 
+def test_tracelake_investigate_takes_the_exact_path_with_the_key_and_says_which_it_used(
+    encrypted_day, sim, monkeypatch, tmp_path
+):
+    from typer.testing import CliRunner
+
+    from pipelines.cli import app
+
+    call_id = encrypted_day.rows().filter(pl.col("fidelity") == "exact")["call_id"][0]
+    settings = encrypted_day.settings
+    for name, value in {"TRACELAKE_WAREHOUSE": settings.warehouse_uri, "COLUMNS": "240", **sim.env()}.items():
+        monkeypatch.setenv(name, value)
+    report = tmp_path / "report.html"
+    monkeypatch.delenv("TRACELAKE_REDACTION_KEY", raising=False)
+    without = CliRunner().invoke(app, ["investigate", "--call-id", call_id, "--n", "2", "-o", str(report)])
+    assert "replay path: stored request (approximate)" in without.output, without.output
+    monkeypatch.setenv("TRACELAKE_REDACTION_KEY", KEY)
+    before = len(sim.log)
+    result = CliRunner().invoke(app, ["investigate", "--call-id", call_id, "--n", "2", "-o", str(report)])
+    assert "replay path: decrypted request (" in result.output, result.output
+    assert "verified against the recorded hash" in result.output
+    text = result.output + report.read_text()
+    assert not [v for v in encrypted_day.planted if v in text]  # decrypted text is never shown or written
+    sent = [e.body for e in sim.log[before:] if e.route == "messages"]
+    assert not [b for b in sent if "<ENC:" in json.dumps(b)]  # the values the application sent, not tokens
+    log = settings.warehouse().read("unredaction_log", pl.col("run_id").str.starts_with("investigate-"))
+    assert log["call_id"].to_list() == [call_id] and log["outcome"].to_list() == ["verified"]
+
+
 def test_a_tampered_token_fails_closed_with_a_clear_error_and_sends_nothing(encrypted_day, sim, monkeypatch):
     warehouse = encrypted_day.settings.warehouse()
     calls = warehouse.read("calls", pl.col("service") == "account.verify").to_dicts()
