@@ -51,10 +51,13 @@ def settle_source_sensor(
     from pipelines.definitions import build
     from pipelines.sensors import new_source_objects
 
-    context = dg.build_sensor_context(instance=instance, resources={"source": source}, definitions=build())
-    list(new_source_objects(context))
+    # as a context manager: the resources it builds enter the instance, which sets Dagster's
+    # current definitions-state storage; left open, that outlives the instance in this process
+    with dg.build_sensor_context(instance=instance, resources={"source": source}, definitions=build()) as context:
+        list(new_source_objects(context))
+        cursor = context.cursor
     data = SensorInstigatorData(
-        cursor=context.cursor,
+        cursor=cursor,
         min_interval=new_source_objects.minimum_interval_seconds,
         sensor_type=SensorType.STANDARD,
     )
@@ -66,4 +69,4 @@ def settle_source_sensor(
         )
     else:
         instance.update_instigator_state(saved.with_data(data))
-    return context.cursor
+    return cursor

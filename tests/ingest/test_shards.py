@@ -95,8 +95,8 @@ def _keys(warehouse, table: str):
 def _tick(defs, instance, store) -> list[dg.RunRequest]:
     """The runs of the day's stages after the load that sharded_days asks for (not the
     nightly fan-out of shard runs it also asks for after 02:30 UTC)."""
-    context = dg.build_sensor_context(instance=instance, resources={"source": store}, definitions=defs)
-    result = sharded_days(context)
+    with dg.build_sensor_context(instance=instance, resources={"source": store}, definitions=defs) as context:
+        result = sharded_days(context)
     if isinstance(result, dg.SkipReason):
         return []
     return [r for r in result if r.partition_key == DAY.isoformat() and SHARD_TAG not in r.tags]

@@ -26,7 +26,8 @@ def registry(tmp_path) -> CandidateRegistry:
 def test_sync_adds_valid_candidates_and_rejects_bad_slugs_with_a_clear_message(tmp_path):
     instance = dg.DagsterInstance.ephemeral()
     resources = {"candidate_registry": registry(tmp_path)}
-    result = candidate_partitions_sync(dg.build_sensor_context(instance=instance, resources=resources))
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        result = candidate_partitions_sync(context)
     assert isinstance(result, dg.SensorResult)
     (request,) = result.dynamic_partitions_requests
     assert request.partitions_def_name == CANDIDATE_PARTITIONS
@@ -34,8 +35,9 @@ def test_sync_adds_valid_candidates_and_rejects_bad_slugs_with_a_clear_message(t
     instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, list(request.partition_keys))
 
     # nothing left to add: the rejected files fail the tick, which the UI shows with the file and reason
-    with pytest.raises(CandidateFilesRejected) as failed:
-        candidate_partitions_sync(dg.build_sensor_context(instance=instance, resources=resources))
+    with dg.build_sensor_context(instance=instance, resources=resources) as context:
+        with pytest.raises(CandidateFilesRejected) as failed:
+            candidate_partitions_sync(context)
     message = str(failed.value)
     assert "Bad|Slug.yaml" in message and "is not a slug" in message and "'|'" in message
     assert "typo.yaml" in message and "modle" in message
@@ -48,9 +50,8 @@ def test_a_partition_added_by_hand_is_removed_and_a_rejected_file_keeps_its_own(
     (tmp_path / "candidates" / "Bad|Slug.yaml").unlink()
     # "Add a partition" in the UI's Materialize dialog; and typo.yaml, once valid, had its partition
     instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["prompt-v5", "parked", "gpt-next", "typo"])
-    result = candidate_partitions_sync(
-        dg.build_sensor_context(instance=instance, resources={"candidate_registry": found})
-    )
+    with dg.build_sensor_context(instance=instance, resources={"candidate_registry": found}) as context:
+        result = candidate_partitions_sync(context)
     assert isinstance(result, dg.SensorResult)
     (request,) = result.dynamic_partitions_requests
     assert isinstance(request, dg.DeleteDynamicPartitionsRequest) and list(request.partition_keys) == ["gpt-next"]
