@@ -81,3 +81,21 @@ def no_definitions_state_from_an_earlier_test() -> Iterator[None]:
 
     with set_defs_state_storage(None):
         yield
+
+
+# The longest files, measured (`pytest --durations`): collected first, so that `--dist loadfile`
+# starts them while the other worker runs the many short files, instead of leaving one of them
+# to run alone at the end.
+LONGEST_FIRST = (
+    "tests/replay/test_ui.py",
+    "tests/production/test_postgres_instance.py",
+    "tests/llm/test_batches.py",
+    "tests/ingest/test_instance_creation.py",
+    "tests/ingest/test_feedback_identity.py",
+    "tests/production/test_concurrent_writers.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))
