@@ -83,9 +83,10 @@ def no_definitions_state_from_an_earlier_test() -> Iterator[None]:
         yield
 
 
-# The longest files, measured (`pytest --durations`): collected first, so that `--dist loadfile`
-# starts them while the other worker runs the many short files, instead of leaving one of them
-# to run alone at the end.
+# The longest files, measured (`pytest --durations`): collected first, so that `--dist loadfile
+# --no-loadscope-reorder` (make test) starts them while the other worker runs the many short
+# files, instead of leaving one of them to run alone at the end (xdist's own reordering puts
+# files with the most tests first).
 LONGEST_FIRST = (
     "tests/replay/test_ui.py",
     "tests/production/test_postgres_instance.py",
