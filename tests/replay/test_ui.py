@@ -135,8 +135,26 @@ def settled(instance: dg.DagsterInstance, backfill: str, seconds: float) -> None
         time.sleep(5)
 
 
-def summary_materializations(instance: dg.DagsterInstance) -> int:
-    return len(instance.fetch_materializations(dg.AssetKey("replay_summary"), limit=1000).records)
+def summaries_by_run(instance: dg.DagsterInstance) -> list[tuple[str | None, str]]:
+    """Every replay_summary materialization as (partition, run id), oldest first."""
+    records = instance.fetch_materializations(dg.AssetKey("replay_summary"), limit=1000, ascending=True).records
+    return [(r.partition_key, r.run_id) for r in records]
+
+
+def every_day_summarized(instance: dg.DagsterInstance, seconds: float) -> list[tuple[str | None, str]]:
+    """Wait until each day has its summary: the automation sensor requests them on its own ticks
+    (every 30 s), so the backfill's runs can be done while some days' summaries are not yet asked for."""
+    deadline = time.monotonic() + seconds
+    while True:
+        summaries = summaries_by_run(instance)
+        days = {key.split("|")[-1] for key, _ in summaries if key}
+        busy = instance.get_runs(
+            dg.RunsFilter(tags={"dagster/partition/candidate": CANDIDATE}, statuses=list(IN_PROGRESS))
+        )
+        if days >= {d.isoformat() for d in DAYS} and not busy:
+            return summaries
+        assert time.monotonic() < deadline, f"summaries after the backfill: {summaries}, {len(busy)} runs busy"
+        time.sleep(5)
 
 
 def open_backfill_dialog(page: Page, base: str, candidate: str) -> None:
@@ -254,7 +272,9 @@ def test_decide_on_a_candidate_from_the_ui(tmp_path):
                 # all three summaries are in; then a second backfill of the same days
                 (done,) = backfill_runs(instance)
                 settled(instance, done, 600)
-                summaries, version = summary_materializations(instance), settings.warehouse().version("replay_summary")
+                summaries = every_day_summarized(instance, 300)
+                assert len(summaries) == len(DAYS), f"one summary per day: {summaries}"
+                version = settings.warehouse().version("replay_summary")
                 launch_backfill(page, base)
                 deadline = time.monotonic() + 60
                 while not (second := [b for b in backfill_runs(instance) if b != done]):
@@ -270,7 +290,7 @@ def test_decide_on_a_candidate_from_the_ui(tmp_path):
                 shot(page, "replays-rerun-sent-nothing")
                 # the automation sensor evaluates every 30 s: three evaluations later, no summary ran
                 page.wait_for_timeout(100_000)
-                assert summary_materializations(instance) == summaries
+                assert summaries_by_run(instance) == summaries, "a re-run that changed nothing summarized again"
                 assert settings.warehouse().version("replay_summary") == version
 
                 # "Add a partition" in the Materialize dialog: the registry's sensor takes it away
