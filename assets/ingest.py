@@ -1,7 +1,8 @@
 """Ingest stage: raw objects for a day -> calls, spans, ingest_log, quarantine; then traces.
 
-One multi-asset parses each object once and writes the four tables it feeds;
-`traces` rolls up from what landed. Unchanged objects (same key and etag as
+One multi-asset parses each object once and writes the tables it feeds, one
+shard of a day at a time (day x shard partitions: pipelines/partitions.py);
+`traces` rolls up a day from what every shard of it landed. Unchanged objects (same key and etag as
 last ingested) are skipped, so a re-run reads nothing and commits nothing.
 """
 
@@ -18,13 +19,14 @@ from pipelines import quality
 from pipelines.collector import gc_paused
 from pipelines.ingest import IngestBatch
 from pipelines.ingest_plan import DayPlan, plan_day
-from pipelines.partitions import daily, day_and_shard, day_of
+from pipelines.partitions import BY_DAY, SHARDS, daily, day_and_shard, day_of, day_shards_of
 from pipelines.record.schema import SPECS
 from pipelines.redact.residual import patterns_for_mode
 from pipelines.resources.object_store import ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
 from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import MergeResult, Warehouse, to_arrow
+from pipelines.shards import ShardSpec
 from pipelines.traces import CALL_COLUMNS, rollup
 
 if TYPE_CHECKING:
@@ -81,22 +83,27 @@ def _free_rows_while_writing(batch: IngestBatch) -> threading.Thread:
     return freeing
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(name, description=SPECS[name].description, kinds={"delta"}, group_name="ingest")
-        for name in LOADED_TABLES
-    ],
-    partitions_def=daily,
-    pool="warehouse",
-)
-def raw_traces(
+def raw_traces_for(spec: ShardSpec) -> dg.AssetsDefinition:
+    """The raw-trace load, partitioned day x the shards of ``spec`` (TRACELAKE_SHARDS)."""
+    return dg.multi_asset(
+        specs=[
+            dg.AssetSpec(name, description=SPECS[name].description, kinds={"delta"}, group_name="ingest")
+            for name in LOADED_TABLES
+        ],
+        name="raw_traces",
+        partitions_def=day_shards_of(spec),
+        pool="warehouse",
+    )(load_shard)
+
+
+def load_shard(
     context: dg.AssetExecutionContext,
     source: ObjectStore,
     warehouse: Warehouse,
     redaction: Redaction,
     template_store: TemplateStore,
 ):
-    day, shard = day_and_shard(context, source.shard_spec)  # shard None: the whole day
+    day, shard = day_and_shard(context, source.shard_spec)
     now = datetime.now(UTC)
     listed = source.list_day(day, shard)
     seen = _last_etags(warehouse, [o.key for o in listed])
@@ -204,8 +211,11 @@ def raw_traces(
     )
 
 
+raw_traces = raw_traces_for(SHARDS)
+
+
 @dg.asset(
-    deps=["calls", "spans"],
+    deps=[dg.AssetDep("calls", partition_mapping=BY_DAY), dg.AssetDep("spans", partition_mapping=BY_DAY)],
     partitions_def=daily,
     kinds={"delta"},
     group_name="ingest",

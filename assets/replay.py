@@ -12,7 +12,13 @@ import polars as pl
 from assets.reporting import merge_metadata, preview
 from pipelines.jobs import nightly
 from pipelines.jobs import replay as replay_job
-from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key, candidate_day_of, candidate_days
+from pipelines.partitions import (
+    CANDIDATE_PARTITIONS,
+    DAY_OF_CANDIDATE_DAY,
+    candidate_day_key,
+    candidate_day_of,
+    candidate_days,
+)
 from pipelines.partitions import candidates as candidate_dimension
 from pipelines.printable import inert
 from pipelines.replay.bodies import answer_of
@@ -96,7 +102,7 @@ def sender(ask):
 
 
 @dg.asset(
-    deps=["calls", "rot_checks"],
+    deps=[dg.AssetDep("calls", partition_mapping=DAY_OF_CANDIDATE_DAY), "rot_checks"],
     partitions_def=candidate_days,
     kinds={"delta"},
     group_name="replay",

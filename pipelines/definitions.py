@@ -10,13 +10,14 @@ from pipelines.run_heartbeat import executor
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
 from pipelines.settings import Settings
+from pipelines.shards import ShardSpec
 
 
 def build(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings.from_env()
     return dg.Definitions(
         assets=[
-            ingest.raw_traces,
+            ingest.raw_traces_for(ShardSpec.parse(settings.shards)),
             ingest.traces,
             retention.retention,
             retention.retention_coverage,
