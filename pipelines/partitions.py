@@ -10,9 +10,8 @@ are not sharded). The daily stages depend on every shard of their day
 
 from __future__ import annotations
 
-from datetime import date
-
 import warnings
+from datetime import date
 
 import dagster as dg
 
