@@ -121,9 +121,9 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
 
         wait_until(settled, RUN_TIMEOUT, f"the shard runs\n{deployment.log('daemon')}")
         records = {r.dagster_run.run_id: r for r in instance.get_run_records(dg.RunsFilter(run_ids=launched))}
-        assert max(r.start_time for r in records.values()) < min(r.end_time for r in records.values()), (
-            "the four shard runs ran at the same time"
-        )
+        # the queue hands all four to run workers before any of them ends (none waits for another)
+        dequeued = [_event_time(instance, run_id, dg.DagsterEventType.PIPELINE_STARTING) for run_id in launched]
+        assert max(dequeued) < min(r.end_time for r in records.values()), "the four shard runs ran at the same time"
         by_partition: dict[str, list[dg.DagsterRun]] = {}
         for run in _runs(instance, "load"):
             by_partition.setdefault(run.tags["dagster/partition"], []).append(run)
@@ -183,6 +183,11 @@ def launch(deployment: Deployment, request: dg.RunRequest) -> str:
     )  # fmt: skip
     assert launched.returncode == 0, f"launch failed for {request.partition_key}:\n{launched.stderr[-3000:]}"
     return run_id
+
+
+def _event_time(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType) -> float:
+    [record] = instance.get_records_for_run(run_id, of_type=kind).records
+    return record.timestamp
 
 
 def _ticks_after(instance: dg.DagsterInstance, after: float) -> int:
