@@ -5,6 +5,8 @@ from the partition key, never run config, so a UI backfill needs nothing else.
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
+from datetime import date
 
 import dagster as dg
 import polars as pl
@@ -12,6 +14,8 @@ import polars as pl
 from assets.reporting import merge_metadata, preview
 from pipelines.jobs import nightly
 from pipelines.jobs import replay as replay_job
+from pipelines.llm.ledger import run_spend
+from pipelines.llm.lifecycle import serve
 from pipelines.partitions import (
     CANDIDATE_PARTITIONS,
     DAY_OF_CANDIDATE_DAY,
@@ -25,6 +29,7 @@ from pipelines.replay.bodies import answer_of
 from pipelines.replay.candidates import Candidate, CandidateError, template_problem
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.judging import pairwise_judge
+from pipelines.replay.plan import ReplayPlan, plan_replay
 from pipelines.replay.report import SEGMENT_COLUMNS, segment_table_rows
 from pipelines.replay.summary import summarize
 from pipelines.resources.candidates import CandidateRegistry
@@ -55,29 +60,32 @@ def template_source(candidate: Candidate, templates: TemplateStore) -> str | Non
     return found.source
 
 
-def day_inputs(candidate: Candidate, day, warehouse: Warehouse, templates: TemplateStore) -> DayInputs:
-    """The day's calls with their latest rot check and redaction mode."""
-    calls = warehouse.read("calls", pl.col("occurred_date") == day, list(CALL_COLUMNS)).to_dicts()
-    return DayInputs(
-        candidate=candidate,
-        day=day,
-        calls=calls,
-        rot=latest_rot(
-            warehouse.read(
-                "rot_checks",
-                pl.col("occurred_date") == day,
-                ["call_id", "checked_at", "status", "components", "missing", "replay_fidelity"],
-            ).to_dicts()
-        ),
-        redaction_modes=dict(
-            warehouse.read(
-                "redaction_audit",
-                (pl.col("occurred_date") == day) & (pl.col("source_table") == "calls"),
-                ["call_id", "mode"],
-            ).iter_rows()
-        ),
-        template_source=template_source(candidate, templates),
-    )
+def day_inputs(
+    candidate: Candidate, day: date, warehouse: Warehouse, templates: TemplateStore, read: DayInputs | None = None
+) -> DayInputs:
+    """The day's calls with their latest rot check and redaction mode (``read``: the day as read
+    already for another candidate, reused)."""
+    if read is None:
+        read = DayInputs(
+            candidate=candidate,
+            day=day,
+            calls=warehouse.read("calls", pl.col("occurred_date") == day, list(CALL_COLUMNS)).to_dicts(),
+            rot=latest_rot(
+                warehouse.read(
+                    "rot_checks",
+                    pl.col("occurred_date") == day,
+                    ["call_id", "checked_at", "status", "components", "missing", "replay_fidelity"],
+                ).to_dicts()
+            ),
+            redaction_modes=dict(
+                warehouse.read(
+                    "redaction_audit",
+                    (pl.col("occurred_date") == day) & (pl.col("source_table") == "calls"),
+                    ["call_id", "mode"],
+                ).iter_rows()
+            ),
+        )
+    return replace(read, candidate=candidate, template_source=template_source(candidate, templates))
 
 
 def asker(llm: LLM, warehouse: Warehouse, run_id: str, log, counts: Counter):
@@ -86,14 +94,67 @@ def asker(llm: LLM, warehouse: Warehouse, run_id: str, log, counts: Counter):
     def ask(outgoing: Sequence[LLMRequest]) -> dict[str, LLMResult]:
         requests = list(outgoing)
         results = {}
+        round_counts: Counter = Counter()
         for result in llm.run(requests, warehouse, run_id=run_id, batch=True):
-            counts["reused" if result.reused else "sent"] += 1
-            counts[f"status_{result.status}"] += 1
+            fresh = "reused" if result.reused else "sent"
+            round_counts[fresh] += 1
+            round_counts[f"{fresh}_{result.status}"] += 1
+            round_counts.update(f"dropped_{p}" for p in result.dropped if not result.reused)
             results[result.key] = result
-        log.info(f"{len(requests)} requests: {counts['sent']} sent so far, {counts['reused']} answered from the ledger")
+        counts.update(round_counts)
+        sent, errored = round_counts["sent"], round_counts["sent_errored"] + round_counts["sent_expired"]
+        log.info(
+            f"{len(requests)} requests: {sent} sent ({sent - errored} answered, {errored} errored), "
+            f"{round_counts['reused']} answered from the ledger; run so far: {counts['sent']} sent, "
+            f"{counts['sent_errored'] + counts['sent_expired']} errored"
+        )
         return results
 
     return ask
+
+
+def answered(llm: LLM, warehouse: Warehouse):
+    """What the ledger answers, for a plan: (stored results by key, requests left, why some are sent again)."""
+
+    def lookup(requests: Sequence[LLMRequest]):
+        found = llm.plan(list(requests), warehouse)
+        return found.stored, found.pending, found.resent
+
+    return lookup
+
+
+def plan_of(
+    days: Sequence[DayInputs], llm: LLM, warehouse: Warehouse, judge_model: str, run_id: str | None = None
+) -> ReplayPlan:
+    """The replay plan of a candidate's days (nothing sent): the CLI's ``--plan`` and a run's first step."""
+    return plan_replay(
+        days,
+        answered=answered(llm, warehouse),
+        translator=llm.translator(run_id or "plan"),
+        lifecycle=llm.lifecycle(),
+        judge_model=judge_model,
+        budget_usd=llm.cap(),
+        spent_usd=run_spend(warehouse, run_id)[1] if run_id else 0.0,
+        backend=llm.backend,
+        max_batch_requests=llm.max_batch_requests,
+        max_batch_bytes=llm.max_batch_bytes,
+    )
+
+
+def record_plan(context: dg.AssetExecutionContext, plan: ReplayPlan) -> None:
+    """The plan in the run's log, as an observation of the partition (UI) and as run tags, before any spend."""
+    for line in plan.lines():
+        context.log.info(line)
+    metadata = {"plan": dg.MetadataValue.md(plan.markdown()), **plan.metadata()}
+    context.log_event(
+        dg.AssetObservation(
+            asset_key=context.asset_key,
+            partition=context.partition_key,
+            metadata={k: v for k, v in metadata.items() if v is not None},
+        )
+    )
+    tags = {f"tracelake/{k}": str(v) for k, v in plan.metadata().items() if v is not None}
+    context.instance.add_run_tags(context.run.run_id, {k: v[:1000] for k, v in tags.items()})
 
 
 def sender(ask):
@@ -119,20 +180,41 @@ def replays(
     judge_policy: JudgePolicy,
 ) -> dg.MaterializeResult:
     candidate_id, day = candidate_day_of(context)
+    run_id = context.run.run_id
     candidate = candidate_registry.get(candidate_id)
     inputs = day_inputs(candidate, day, warehouse, template_store)
-    counts: Counter = Counter()
-    ask = asker(llm, warehouse, context.run.run_id, context.log, counts)
     judge = judge_policy.load().judge
+    # first thing: what this run will send and cost, logged and recorded; nothing is sent when it is blocked
+    plan = plan_of([inputs], llm, warehouse, judge.model, run_id)
+    record_plan(context, plan)
+    if plan.blocked:
+        raise dg.Failure(
+            description=f"{candidate_id} {day}: stopped before sending anything: " + "; ".join(plan.blocked),
+            metadata={"plan": dg.MetadataValue.md(plan.markdown())},
+        )
+    lifecycle = llm.lifecycle()
+    inputs = replace(inputs, serve=lambda body: serve(lifecycle, body))
+    counts: Counter = Counter()
+    ask = asker(llm, warehouse, run_id, context.log, counts)
     inputs.judge = pairwise_judge(ask, model=judge.model, candidate=candidate_id)
-    rows = replay_day(inputs, sender(ask), run_id=context.run.run_id)
+    rows = replay_day(inputs, sender(ask), run_id=run_id)
     result = warehouse.merge("replays", rows, partitions=[candidate_id])
     fidelities = Counter(r["fidelity"] for r in rows)
     verdicts = Counter(r["verdict"] for r in rows if r["verdict"])
+    errored = counts["sent_errored"] + counts["sent_expired"]
     context.log.info(
         f"{candidate_id} {day}: {len(rows)} replays of {len(inputs.calls)} calls; "
         + ", ".join(f"{n} {f}" for f, n in fidelities.most_common())
     )
+    if counts["sent"] and errored == counts["sent"]:
+        # rows are stored (a re-run sends the failed requests again); the run says it failed
+        first = next((r["error"] for r in rows if r["error"]), "no detail")
+        raise dg.Failure(
+            description=f"{candidate_id} {day}: every one of the {counts['sent']} requests sent came back "
+            f"errored (first: {first}); the summary would say nothing. A re-run sends them again.",
+        )
+    if errored:
+        context.log.warning(f"{errored} of {counts['sent']} requests sent came back errored; a re-run retries them")
     return dg.MaterializeResult(
         metadata={
             **merge_metadata(result, warehouse),
@@ -140,8 +222,15 @@ def replays(
             "candidate": candidate_id,
             "candidate_revision": candidate.revision,
             "changes": ", ".join(candidate.changes) or "none",
+            "plan": dg.MetadataValue.md(plan.markdown()),
+            **{k: v for k, v in plan.metadata().items() if v is not None},
             "requests_sent": counts["sent"],
             "requests_reused": counts["reused"],
+            "requests_errored": errored,
+            "parameters_dropped": dg.MetadataValue.json(
+                {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_")}
+            ),
+            "substituted_rows": sum(1 for r in rows if r["substituted_from"]),
             "cost_usd": round(sum((r["cost_usd"] or 0) + (r["judge_cost_usd"] or 0) for r in rows), 6),
             "judge_cost_usd": round(sum(r["judge_cost_usd"] or 0 for r in rows), 6),
             "comparison": candidate.comparison,
@@ -170,7 +259,9 @@ def replay_summary(context: dg.AssetExecutionContext, warehouse: Warehouse) -> d
     candidate_id, day = candidate_day_of(context)
     rows = warehouse.read("replays", (pl.col("candidate") == candidate_id) & (pl.col("day") == day)).to_dicts()
     summary = summarize(rows, candidate_id, day)
-    result = warehouse.merge("replay_summary", summary, partitions=[candidate_id])
+    # the partition's groups as of now: a group that no longer exists goes
+    where = (pl.col("candidate") == candidate_id) & (pl.col("day") == day)
+    result = warehouse.merge("replay_summary", summary, partitions=[candidate_id], replace=where)
     flagged = any(r["hides_regression"] for r in summary)
     return dg.MaterializeResult(
         metadata={

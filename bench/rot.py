@@ -59,9 +59,15 @@ from pipelines.rot.table import rot_rows  # noqa: E402
 DAY = date(2026, 11, 20)
 
 
-def prepare(out: Path, calls: int, seed: int, per_call_values: bool = True) -> tuple[Warehouse, str]:
-    """The demo day ingested into a Delta warehouse (reused when already there)."""
-    root = out / (f"calls{calls}-seed{seed}" + ("" if per_call_values else "-no-per-call-values"))
+def prepare(
+    out: Path, calls: int, seed: int, per_call_values: bool = True, long_prompt_calls: int = 0
+) -> tuple[Warehouse, str]:
+    """The demo day ingested into a Delta warehouse (reused when already there); ``long_prompt_calls``
+    adds the demo's long-prompt route (``pipelines/demo/kb.py``)."""
+    suffix = ("" if per_call_values else "-no-per-call-values") + (
+        f"-kb{long_prompt_calls}" if long_prompt_calls else ""
+    )
+    root = out / (f"calls{calls}-seed{seed}" + suffix)
     warehouse = Warehouse(uri=str(root / "warehouse"))
     stores = str(root / "stores")
     table = warehouse.table("calls")
@@ -77,6 +83,7 @@ def prepare(out: Path, calls: int, seed: int, per_call_values: bool = True) -> t
         end=DAY,
         stores_out=stores,
         per_call_values=per_call_values,
+        long_prompt_calls=long_prompt_calls,
     )
     print(f"generated the demo day in {time.perf_counter() - t:.1f} s", file=sys.stderr)
     t = time.perf_counter()

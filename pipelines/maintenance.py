@@ -35,8 +35,8 @@ from typing import TypeVar
 from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 
+from pipelines.delta import COMPACTED_PROPERTIES, Tables
 from pipelines.record.schema import PARTITIONS, TABLES
-from pipelines.resources.warehouse import COMPACTED_PROPERTIES, Warehouse
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -87,7 +87,7 @@ def table_files(table: DeltaTable) -> TableFiles:
     return TableFiles(files=len(sizes), bytes=int(sum(sizes)))
 
 
-def _on_fresh_table(warehouse: Warehouse, name: str, action: Callable[[DeltaTable], T]) -> T:
+def _on_fresh_table(warehouse: Tables, name: str, action: Callable[[DeltaTable], T]) -> T:
     """``action`` on a freshly loaded table, again when a concurrent writer committed first."""
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         table = warehouse.table(name)
@@ -129,7 +129,7 @@ def _retention_properties(retention_days: int) -> dict[str, str]:
 
 
 def maintain(
-    warehouse: Warehouse,
+    warehouse: Tables,
     name: str,
     days: Iterable[date],
     *,

@@ -15,7 +15,10 @@ LLM access: ``TRACELAKE_LLM=simulator|api|bedrock|vertex|off`` (default
 platform's own); Bedrock signs with the standard ``AWS_*`` credentials, Vertex
 uses ``ANTHROPIC_VERTEX_PROJECT_ID``, ``CLOUD_ML_REGION`` and Google's default
 credentials (or a token in ``ANTHROPIC_VERTEX_ACCESS_TOKEN``);
-``TRACELAKE_LLM_BUDGET_USD`` caps each run's estimated cost.
+``TRACELAKE_LLM_BUDGET_USD`` caps what one run may spend, across every LLM stage of it;
+``TRACELAKE_LLM_API_VERSION`` sets the anthropic-version sent (default: the SDK's,
+2026-10-21); ``TRACELAKE_MODEL_LIFECYCLE`` names a YAML of retired models and their
+substitutes layered on ``pipelines/llm/lifecycle.yaml``.
 Sharded days: ``TRACELAKE_SHARDS`` (``1``, ``hour:N`` or ``hash:N``; see
 ``pipelines/shards.py``). Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
 ``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
@@ -27,17 +30,16 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import dagster as dg
-
-from pipelines.resources.candidates import CandidateRegistry
-from pipelines.resources.judge import AlertWebhook, JudgePolicy
-from pipelines.resources.llm import LLM
-from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
-from pipelines.resources.policies import Redaction, RetentionPolicy
-from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
-from pipelines.resources.warehouse import Warehouse
 from pipelines.shards import ShardSpec
+from pipelines.warehouse import DeltaWarehouse
+
+if TYPE_CHECKING:  # the resources import Dagster: only the methods that build them load it
+    from pipelines.resources.candidates import CandidateRegistry
+    from pipelines.resources.llm import LLM
+    from pipelines.resources.object_store import ObjectStore
+    from pipelines.resources.warehouse import Warehouse
 
 HOME = Path(".tracelake")
 # `tracelake demo` writes this many days ending yesterday: the default first partition is its first day
@@ -96,6 +98,8 @@ class Settings:
     llm_backend: str = "off"
     llm_base_url: str | None = None
     llm_budget_usd: float | None = None
+    llm_api_version: str | None = None
+    model_lifecycle: str | None = None
     candidates_uri: str = str(HOME / "candidates")
     judge_policy: str | None = None
     alert_webhook: bool = False
@@ -111,7 +115,7 @@ class Settings:
             retention_policy=_env("TRACELAKE_RETENTION_POLICY"),
             redaction_mode=_env("TRACELAKE_REDACTION_MODE", "placeholder"),
             redaction_policy=_env("TRACELAKE_REDACTION_POLICY"),
-            layouts=tuple(layouts.split(",")) if layouts else DEFAULT_LAYOUTS,
+            layouts=tuple(layouts.split(",")) if layouts else (),
             format_overrides=parse_overrides(_env("TRACELAKE_FORMATS")),
             endpoint_url=_env("AWS_ENDPOINT_URL"),
             region=_env("AWS_REGION", _env("AWS_DEFAULT_REGION")),
@@ -120,6 +124,8 @@ class Settings:
             llm_backend=_env("TRACELAKE_LLM", "api" if _env("ANTHROPIC_API_KEY") else "off"),
             llm_base_url=_env("TRACELAKE_LLM_URL", _env("ANTHROPIC_BASE_URL")),
             llm_budget_usd=float(budget) if (budget := _env("TRACELAKE_LLM_BUDGET_USD")) else None,
+            llm_api_version=_env("TRACELAKE_LLM_API_VERSION"),
+            model_lifecycle=_env("TRACELAKE_MODEL_LIFECYCLE"),
             candidates_uri=_env("TRACELAKE_CANDIDATES", str(HOME / "candidates")),
             judge_policy=_env("TRACELAKE_JUDGE_POLICY"),
             alert_webhook=_env("TRACELAKE_ALERT_WEBHOOK") is not None,
@@ -127,17 +133,20 @@ class Settings:
         )
 
     def object_store(self) -> ObjectStore:
+        from pipelines.resources.object_store import DEFAULT_LAYOUTS, ObjectStore
+
         return ObjectStore(
             uri=self.source_uri,
-            layouts=list(self.layouts),
+            layouts=list(self.layouts or DEFAULT_LAYOUTS),
             format_overrides=self.format_overrides,
             endpoint_url=self.endpoint_url,
             region=self.region,
             shards=self.shards,
         )
 
-    def warehouse(self) -> Warehouse:
-        return Warehouse(
+    def warehouse(self) -> DeltaWarehouse:
+        """The warehouse, for the core and the command line (no framework imported)."""
+        return DeltaWarehouse(
             uri=self.warehouse_uri,
             endpoint_url=self.endpoint_url,
             region=self.region,
@@ -150,6 +159,8 @@ class Settings:
         its standard variable, resolved when a run starts, never a value the UI shows."""
         import dagster as dg
 
+        from pipelines.resources.warehouse import Warehouse
+
         return Warehouse(
             uri=self.warehouse_uri,
             endpoint_url=self.endpoint_url,
@@ -160,6 +171,8 @@ class Settings:
 
     def ingredient_stores(self) -> dict[str, object]:
         """The stores the rot check re-renders from: one root, four stores."""
+        from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore
+
         where = {"uri": self.stores_uri, "endpoint_url": self.endpoint_url, "region": self.region}
         return {
             "template_store": TemplateStore(**where),
@@ -170,6 +183,8 @@ class Settings:
 
     def llm(self) -> LLM:
         """The LLM resource; the API key itself is read from the environment when a client is built."""
+        from pipelines.resources.llm import LLM
+
         return LLM(
             backend=self.llm_backend,
             base_url=self.llm_base_url,
@@ -177,13 +192,22 @@ class Settings:
             vertex_project=_env("ANTHROPIC_VERTEX_PROJECT_ID"),
             vertex_region=_env("CLOUD_ML_REGION"),
             budget_usd=self.llm_budget_usd,
+            api_version=self.llm_api_version,
+            lifecycle_path=self.model_lifecycle,
         )
 
     def candidate_registry(self) -> CandidateRegistry:
         """Replay candidates: TRACELAKE_CANDIDATES, a folder or s3:// prefix of <slug>.yaml files."""
+        from pipelines.resources.candidates import CandidateRegistry
+
         return CandidateRegistry(uri=self.candidates_uri, endpoint_url=self.endpoint_url, region=self.region)
 
     def resources(self) -> dict[str, object]:
+        import dagster as dg
+
+        from pipelines.resources.judge import AlertWebhook, JudgePolicy
+        from pipelines.resources.policies import Redaction, RetentionPolicy
+
         return {
             "source": self.object_store(),
             "warehouse": self.warehouse_resource(),

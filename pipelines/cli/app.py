@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, date, datetime, timedelta
+
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -23,3 +25,24 @@ def shown(value: object, style: str = "") -> Text:
 def said(label: str, style: str, value: object) -> Text:
     """A styled ``label``, then ``value`` from data ``shown``: ``said("rejected", "red", error)``."""
     return Text.assemble(Text(label, style=style), " ", shown(value))
+
+
+# INFO, not DEBUG: the assets' progress lines without every engine event
+QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
+# The UI lists a job's runs by job name AND this tag (repository@code location,
+# pyproject's [tool.dagster] code_location_name): without it, a CLI run shows
+# on the Runs page but not under its job.
+CODE_LOCATION = "tracelake"
+RUN_TAGS = {".dagster/repository": f"__repository__@{CODE_LOCATION}"}
+
+
+def yesterday() -> date:
+    """Yesterday, UTC: the day a command means when it is given none."""
+    return datetime.now(UTC).date() - timedelta(days=1)
+
+
+def days_between(first: date, last: date) -> list[date]:
+    """Every day from ``first`` to ``last``, both included (``--date`` and ``--to``)."""
+    if last < first:
+        raise typer.BadParameter(f"--to {last} is before --date {first}")
+    return [first + timedelta(days=i) for i in range((last - first).days + 1)]

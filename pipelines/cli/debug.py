@@ -6,6 +6,7 @@ the settings build, calls one core function and prints its result.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -248,6 +249,24 @@ def _send(settings, requests, *, run_id: str, batch: bool, budget_usd: float | N
     return sent
 
 
+def _on_served_models(settings, bodies: list[dict]) -> tuple[list[dict], str | None]:
+    """The bodies on models the API serves today (a retired model -> its substitute), and a line saying so."""
+    from pipelines.llm.lifecycle import UnmappedModel, serve
+
+    lifecycle = settings.llm().lifecycle()
+    served, moved = [], {}
+    for body in bodies:
+        try:
+            new, retired = serve(lifecycle, body)
+        except UnmappedModel as e:
+            _fail(str(e), code=2)
+        served.append(new)
+        if retired:
+            moved[retired] = new["model"]
+    note = "; ".join(f"{old} is retired: sent on {new} (its substitute)" for old, new in sorted(moved.items()))
+    return served, note or None
+
+
 def _run_id(prefix: str) -> str:
     return f"{prefix}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
 
@@ -280,6 +299,10 @@ def ablate_command(
         _fail("the two calls' requests do not differ: nothing to ablate")
     symptom, failed = symptom_and_test(bad)
     planned = variants(bad, good, found, neutral=neutral)
+    bodies, moved = _on_served_models(settings, [v.body for v in planned])
+    planned = [dataclasses.replace(v, body=b) for v, b in zip(planned, bodies, strict=True)]
+    if moved:
+        console.print(moved, soft_wrap=True, markup=False)
     requests = sample_requests(
         (v.body for v in planned), n, purpose="ablation", mode="ablation", call_id=bad["call_id"]
     )
@@ -341,10 +364,16 @@ def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
     plan = plan_replay(
         call, latest_rot_check(warehouse, call_id), pin=pinned, samples=n, redaction_mode=settings.redaction_mode
     )
-    reasons = f" ({', '.join(plan.fidelity.reasons)})" if plan.fidelity.reasons else ""
-    out.print(f"fidelity: {plan.fidelity.level}{reasons}", highlight=False, soft_wrap=True)
     if plan.body is None:
+        out.print(f"fidelity: {plan.fidelity.level} ({', '.join(plan.fidelity.reasons)})", highlight=False)
         _fail(f"call {call_id[:16]} cannot be replayed: its record lacks {', '.join(plan.fidelity.reasons)}")
+    [body], moved = _on_served_models(settings, [plan.body])
+    reasons = list(plan.fidelity.reasons) + (["model_substituted"] if moved else [])
+    level = "approximate" if moved else plan.fidelity.level
+    out.print(f"fidelity: {level}" + (f" ({', '.join(reasons)})" if reasons else ""), highlight=False, soft_wrap=True)
+    if moved:
+        out.print(moved, highlight=False, soft_wrap=True, markup=False)
+    plan = dataclasses.replace(plan, body=body)
     requests = sample_requests([plan.body], n, purpose="debug", mode=plan.mode, call_id=call_id)
     sent = _send(settings, requests, run_id=_run_id("replay"), batch=False, budget_usd=None, what="replaying")
     answers = next(iter(sent.answers.values()), [])

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from datetime import date
 
-import polars as pl
 import typer
 from rich.table import Table
 
-from pipelines.cli.app import app, console, out
+from pipelines.cli.app import app, console, out, yesterday
 
 
 def show_rates(first: date, last: date) -> None:
     """Print, for the days first..last, each class's rate with its 95% interval, the state
     violations by code, and the judge's requests and cost (the demo calls this)."""
+    import polars as pl
+
     from pipelines.judge import watch
     from pipelines.settings import Settings
 
@@ -59,7 +60,6 @@ def errors(
     to: str = typer.Option(None, "--to", help="Last day, inclusive (default: --date)"),
 ) -> None:
     """Semantic-error rates per class with intervals, state violations and judge cost for a day or range."""
-    from pipelines.cli.pipeline import _yesterday
 
-    first = date.fromisoformat(day) if day else _yesterday()
+    first = date.fromisoformat(day) if day else yesterday()
     show_rates(first, date.fromisoformat(to) if to else first)

@@ -8,7 +8,6 @@ import time
 from collections import Counter
 from typing import Annotated
 
-import polars as pl
 import typer
 from rich.table import Table
 
@@ -51,6 +50,8 @@ def llm_ledger(
     run_id: Annotated[str | None, typer.Option("--run-id", help="Only this run's requests")] = None,
 ) -> None:
     """Requests sent through the LLM resource, by purpose, mode, candidate, model and status, with their cost."""
+    import polars as pl
+
     from pipelines.settings import Settings
 
     frame = Settings.from_env().warehouse().read("llm_requests")

@@ -5,31 +5,16 @@ from __future__ import annotations
 import os
 import sys
 from contextlib import contextmanager
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from pipelines.cli.app import app, console, out
+from pipelines.cli.app import QUIET, RUN_TAGS, app, console, days_between, out, yesterday
 
-# INFO, not DEBUG: the assets' progress lines without every engine event
-QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
-# The UI lists a job's runs by job name AND this tag (repository@code location,
-# pyproject's [tool.dagster] code_location_name): without it, a CLI run shows
-# on the Runs page but not under its job.
-CODE_LOCATION = "tracelake"
-RUN_TAGS = {".dagster/repository": f"__repository__@{CODE_LOCATION}"}
-
-
-def _yesterday() -> date:
-    return datetime.now(UTC).date() - timedelta(days=1)
-
-
-def _days(first: date, last: date) -> list[date]:
-    if last < first:
-        raise typer.BadParameter(f"--to {last} is before --date {first}")
-    return [first + timedelta(days=i) for i in range((last - first).days + 1)]
+# the demo's share of long-prompt (support.kb) calls: enough for its candidate to show cache reads
+DEMO_LONG_PROMPT_SHARE = 0.01
 
 
 @app.command("demo-data")
@@ -40,13 +25,16 @@ def demo_data(
     seed: int = typer.Option(7, help="Random seed: the same seed writes the same bytes"),
     end: str = typer.Option(None, help="Last day, YYYY-MM-DD (default: yesterday, UTC)"),
     stores: str = typer.Option(None, help="Where to write the ingredient stores (default: TRACELAKE_STORES)"),
+    long_prompt_calls: int = typer.Option(
+        0, "--long-prompt-calls", help="support.kb calls per day with ~5,000-token prompts (pipelines/demo/kb.py)"
+    ),
 ) -> None:
     """Write realistic synthetic traces (and the stores they were rendered from)."""
     from pipelines.demo import generate
     from pipelines.settings import Settings
 
     settings = Settings.from_env()
-    last = date.fromisoformat(end) if end else _yesterday()
+    last = date.fromisoformat(end) if end else yesterday()
     target = out_uri or settings.source_uri
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
@@ -65,6 +53,7 @@ def demo_data(
             stores_out=stores or settings.stores_uri,
             endpoint_url=settings.endpoint_url,
             progress=advance,
+            long_prompt_calls=long_prompt_calls,
         )
     console.print(
         f"[green]wrote[/] {summary.objects} objects ({summary.bytes_written / 1e6:.1f} MB), "
@@ -110,14 +99,22 @@ def demo(
     from pipelines.redact.keys import DEMO_VARIABLE
     from pipelines.settings import Settings
 
-    last = _yesterday()
+    last = yesterday()
     first = last - timedelta(days=days - 1)
     # the demo opts into the published demo hash key (unless a real one is set), and
     # its partitions start on its first day (read when the definitions are built below)
     if not os.environ.get("TRACELAKE_HASH_KEY", "").strip():
         os.environ[DEMO_VARIABLE] = "1"
     os.environ.setdefault("TRACELAKE_START_DATE", first.isoformat())
-    demo_data(out_uri=None, calls=calls, days=days, seed=seed, end=last.isoformat(), stores=None)
+    demo_data(
+        out_uri=None,
+        calls=calls,
+        days=days,
+        seed=seed,
+        end=last.isoformat(),
+        stores=None,
+        long_prompt_calls=round(calls * DEMO_LONG_PROMPT_SHARE),
+    )
     settings = Settings.from_env()
     # the nightly job's judge and the replays both talk to the simulator (unless a real backend is set)
     with _demo_llm(settings):
@@ -155,8 +152,8 @@ def run(
     names = [j.name for j in jobs]
     if stage not in names:
         raise typer.BadParameter(f"unknown stage {stage!r}; choose one of: {', '.join(names)}")
-    first = date.fromisoformat(day) if day else _yesterday()
-    days = _days(first, date.fromisoformat(to) if to else first)
+    first = date.fromisoformat(day) if day else yesterday()
+    days = days_between(first, date.fromisoformat(to) if to else first)
     from pipelines.settings import start_date
 
     partitions_start = date.fromisoformat(start_date())

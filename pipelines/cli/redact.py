@@ -14,11 +14,9 @@ from typing import Annotated
 import typer
 
 from pipelines.cli.app import app
-from pipelines.redact.documents import DocumentError, read_documents, write_documents
-from pipelines.redact.encryption import DecryptionError
-from pipelines.redact.keys import KeyRing, MissingKey
-from pipelines.redact.policy import PolicyError, load_policy
-from pipelines.redact.substitution import MODES
+
+# the redaction modes (pipelines.redact.substitution.MODES, not imported here: it loads Presidio)
+MODE_NAMES = ("placeholder", "encrypt", "synthetic")
 
 FILE_HELP = "A .json or .jsonl file of trace documents, or - for stdin"
 
@@ -43,12 +41,16 @@ def _fail(message: str) -> None:
 
 def redact_command(
     file: Annotated[str, typer.Argument(help=FILE_HELP)] = "-",
-    mode: Annotated[str, typer.Option(help=f"One of: {', '.join(MODES)}")] = "placeholder",
+    mode: Annotated[str, typer.Option(help=f"One of: {', '.join(MODE_NAMES)}")] = "placeholder",
     policy: Annotated[Path | None, typer.Option(help="Redaction policy YAML (default: the one shipped)")] = None,
     workers: Annotated[int, typer.Option(min=1, help="Analyzer processes for large inputs")] = 1,
 ) -> None:
     """Redact PII in trace documents; the result has the same structure."""
+    from pipelines.redact.documents import DocumentError, read_documents, write_documents
+    from pipelines.redact.keys import KeyRing, MissingKey
+    from pipelines.redact.policy import PolicyError, load_policy
     from pipelines.redact.redactor import Redactor
+    from pipelines.redact.substitution import MODES
 
     if mode not in MODES:
         raise typer.BadParameter(f"must be one of {', '.join(MODES)}", param_hint="--mode")
@@ -67,6 +69,10 @@ def unredact_command(
     policy: Annotated[Path | None, typer.Option(help="The policy the documents were redacted with")] = None,
 ) -> None:
     """Decrypt values redacted in encrypt mode (keys from TRACELAKE_REDACTION_KEY[S])."""
+    from pipelines.redact.documents import DocumentError, read_documents, write_documents
+    from pipelines.redact.encryption import DecryptionError
+    from pipelines.redact.keys import KeyRing, MissingKey
+    from pipelines.redact.policy import PolicyError, load_policy
     from pipelines.redact.redactor import trace_scope
     from pipelines.redact.unredact import unredact_documents
 

@@ -11,8 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.cli.app import app, console, out, said, shown
-from pipelines.cli.pipeline import QUIET, _days, _yesterday
+from pipelines.cli.app import QUIET, app, console, days_between, out, said, shown, yesterday
 
 REPORTS = Path(".tracelake") / "reports"
 
@@ -66,6 +65,32 @@ def active_candidates() -> list[str]:
     return sorted(c.id for c in found.values() if c.active)
 
 
+def print_plans(candidate_ids: list[str], first: date, last: date) -> list[str]:
+    """Print each candidate's replay plan over the window (nothing is sent); returns the blocked ones."""
+    from assets.replay import day_inputs, plan_of
+    from pipelines.resources.judge import JudgePolicy
+    from pipelines.settings import Settings
+
+    settings = Settings.from_env()
+    warehouse, llm = settings.warehouse(), settings.llm()
+    registry, templates = settings.candidate_registry(), settings.ingredient_stores()["template_store"]
+    judge = JudgePolicy(path=settings.judge_policy).load().judge
+    blocked = []
+    read: dict[date, object] = {}  # each day's tables are read once for every candidate
+    for candidate_id in candidate_ids:
+        candidate = registry.get(candidate_id)
+        days = [day_inputs(candidate, d, warehouse, templates, read.get(d)) for d in days_between(first, last)]
+        read.update({d.day: d for d in days})
+        plan = plan_of(days, llm, warehouse, judge.model)
+        head, *rest = plan.lines()  # model names and reasons come from data: printed as text
+        out.print(shown(head, "bold"), highlight=False, soft_wrap=True)
+        for line in rest:
+            out.print(shown(line, "red" if line.lstrip().startswith("STOP") else ""), highlight=False, soft_wrap=True)
+        if plan.blocked:
+            blocked.append(candidate_id)
+    return blocked
+
+
 def _valid(candidate_ids: list[str]) -> tuple[list[str], int]:
     """(the ids the registry holds a valid candidate for, how many it refused, each reported here)."""
     from pipelines.replay.candidates import CandidateError
@@ -85,8 +110,9 @@ def _valid(candidate_ids: list[str]) -> tuple[list[str], int]:
 
 
 def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = None) -> None:
-    """The replay stage for every active candidate (or the given ones) over a window. A candidate
-    the registry refuses is reported and left out; the others still run (exit 1 afterwards)."""
+    """The replay stage for every active candidate (or the given ones) over a window, each
+    candidate's plan printed first. A candidate the registry refuses is reported and left out;
+    the others still run (exit 1 afterwards)."""
     ids = candidate_ids if candidate_ids is not None else active_candidates()
     ids, refused = _valid(ids)
     if not ids:
@@ -94,7 +120,8 @@ def run_replay_stage(first: date, last: date, candidate_ids: list[str] | None = 
             raise typer.Exit(2)
         console.print("[yellow]no active candidates[/] in the registry (TRACELAKE_CANDIDATES); nothing replayed")
         return
-    failed = replay_days(ids, _days(first, last))
+    print_plans(ids, first, last)
+    failed = replay_days(ids, days_between(first, last))
     if failed:
         console.print(
             said("replay failed for", "red", ", ".join(f"{c} {d}" for c, d in failed)),
@@ -115,9 +142,16 @@ def replay(
     to: str = typer.Option(None, "--to", help="Replay every day from --date to this day, inclusive"),
     pinned: bool = typer.Option(False, "--pinned", help="With CALL_ID: at temperature 0"),
     n: int = typer.Option(1, "--n", min=1, max=200, help="With CALL_ID: samples at production settings"),
+    plan: bool = typer.Option(
+        False,
+        "--plan",
+        help="Print what the replay would send and cost (models, substitutes, dropped parameters, "
+        "ledger hits, batches, budget) and send nothing",
+    ),
 ) -> None:
     """Replay a candidate against recorded days (the `replays` and `replay_summary` assets, in-process),
-    or with CALL_ID one call now: its fidelity and its divergence from the original."""
+    or with CALL_ID one call now: its fidelity and its divergence from the original. Each run prints
+    its plan first; --plan prints only the plan."""
     from pipelines.replay.candidates import CandidateError
 
     if call_id is not None:
@@ -127,8 +161,12 @@ def replay(
     if candidate is None:
         raise typer.BadParameter("give a CALL_ID, or --candidate ID to replay a candidate", param_hint="--candidate")
 
-    first = date.fromisoformat(day) if day else _yesterday()
+    first = date.fromisoformat(day) if day else yesterday()
     try:
+        if plan:
+            if print_plans([candidate], first, date.fromisoformat(to) if to else first):
+                raise typer.Exit(3)
+            return None
         run_replay_stage(first, date.fromisoformat(to) if to else first, [candidate])
     except CandidateError as e:
         console.print(shown(e, "red"), soft_wrap=True)
@@ -141,7 +179,7 @@ def report(
     """Print a candidate's per-segment summary and write the plot; returns the PNG's path."""
     import polars as pl
 
-    from pipelines.replay.report import SEGMENT_COLUMNS, plot_deltas, segment_table_rows
+    from pipelines.replay.report import SEGMENT_COLUMNS, group_of, plot_deltas, segment_table_rows
     from pipelines.settings import Settings
 
     warehouse = Settings.from_env().warehouse()
@@ -156,15 +194,16 @@ def report(
         )
         return None
     days = sorted({r["day"] for r in summary})
-    columns = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity")]
+    columns = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity", "model_basis")]
     # the per-segment table needs ~130 columns; wider than a pipe's default 80
     wide = Console(width=max(out.width, 150))
     for d in days:
         rows = [r for r in summary if r["day"] == d]
         simulated = Text(" (simulated LLM)", style="magenta") if any(r["simulated"] for r in rows) else ""
-        for mode, fidelity in sorted({(r["mode"], r["fidelity"]) for r in rows}):
-            group = [r for r in rows if (r["mode"], r["fidelity"]) == (mode, fidelity)]
-            title = Text.assemble(shown(f"{candidate} on {d}: {mode} replay, {fidelity} fidelity"), simulated)
+        for mode, fidelity, basis in sorted({group_of(r) for r in rows}):
+            group = [r for r in rows if group_of(r) == (mode, fidelity, basis)]
+            on = ", on retired models' substitutes" if basis == "substituted" else ""
+            title = Text.assemble(shown(f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{on}"), simulated)
             table = Table(title=title)
             for column in columns:
                 table.add_column(

@@ -14,8 +14,6 @@ import typer
 from rich.table import Table
 
 from pipelines.cli.app import app, console
-from pipelines.redact.keys import MissingKey
-from pipelines.retention.erasure import ErasureError, forget_user
 
 
 def read_key(path: Path) -> bytes:
@@ -49,6 +47,8 @@ def forget(
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask for confirmation")] = False,
 ) -> None:
     """Delete every row of one user in every table, vacuum the files, and log the erasure (no personal data)."""
+    from pipelines.redact.keys import MissingKey
+    from pipelines.retention.erasure import ErasureError, forget_user
     from pipelines.settings import Settings
 
     key = read_key(key_file)

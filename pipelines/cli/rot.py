@@ -11,6 +11,7 @@ on those calls alone.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console, Group
@@ -19,14 +20,18 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from pipelines.cli.app import app
-from pipelines.rot.check import ROTTED, VERIFIED, RotCheck
-from pipelines.rot.diff import block_diff
+
+if TYPE_CHECKING:
+    from pipelines.rot.check import RotCheck
 
 STYLES = {"verified": "green", "rotted": "red", "impure": "yellow", "unverifiable": "magenta"}
 
 
 def render_check(check: RotCheck) -> Panel:
     """One call's verdict, with a diff per moved block (a rich renderable)."""
+    from pipelines.rot.check import VERIFIED
+    from pipelines.rot.diff import block_diff
+
     style = STYLES.get(check.status, "white")
     head = Text.assemble((check.status.upper(), f"bold {style}"))
     if check.components:
@@ -64,7 +69,7 @@ def rot_command(
 
     from pipelines.redact.keys import KeyRing, MissingKey
     from pipelines.resources.stores import load_ingredients
-    from pipelines.rot.check import CALL_COLUMNS, Checker
+    from pipelines.rot.check import CALL_COLUMNS, ROTTED, VERIFIED, Checker, RotCheck
     from pipelines.rot.grouped import check_frame
     from pipelines.rot.redaction import RedactionView, audits_from_rows
     from pipelines.rot.store_files import StoreFileError

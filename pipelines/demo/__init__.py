@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from pipelines.demo import agent, stores, support
+from pipelines.demo import agent, kb, stores, support
 from pipelines.demo.objects import ObjectWriter
 from pipelines.demo.people import Customer, population
 
@@ -60,11 +60,17 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
 
 
 def day_objects(
-    day: date, calls: int, seed: int, people: list[Customer], per_call_values: bool = True
+    day: date,
+    calls: int,
+    seed: int,
+    people: list[Customer],
+    per_call_values: bool = True,
+    long_prompt_calls: int = 0,
 ) -> tuple[dict[str, bytes], int, int]:
     """Every object one day produces (key -> uncompressed bytes), with the
     number of model calls and agent sessions in them. ``per_call_values=False``
-    renders from templates that print no retrieval score and no date."""
+    renders from templates that print no retrieval score and no date;
+    ``long_prompt_calls`` adds that many support.kb calls (``pipelines/demo/kb.py``)."""
     rng = random.Random(f"{seed}:{day.isoformat()}")
     answers: dict[int, list[dict]] = defaultdict(list)
     triage: dict[int, list[dict]] = defaultdict(list)
@@ -100,6 +106,17 @@ def day_objects(
         objects[f"{ymd}/triage/{hour:02d}.jsonl.zst"] = _jsonl(docs)
     for doc in singles:
         objects[f"{ymd}/escalations/{doc['trace_id']}.json"] = json.dumps(doc, ensure_ascii=False, indent=2).encode()
+    # the long-prompt route draws from its own stream: the objects above do not change with it
+    kb_rng = random.Random(f"{seed}:{day.isoformat()}:kb")
+    long_prompts: dict[int, list[dict]] = defaultdict(list)
+    for _ in range(long_prompt_calls):
+        when = _when(kb_rng, day)
+        doc = kb.kb_call(kb_rng, _customer(kb_rng, people), when, f"{kb_rng.getrandbits(128):032x}")
+        long_prompts[when.hour].append(doc)
+    made += long_prompt_calls
+    for hour, docs in sorted(long_prompts.items()):
+        docs.sort(key=lambda d: d["occurred_at"])
+        objects[f"{ymd}/kb/{hour:02d}.jsonl.gz"] = _jsonl(docs)
     for hour, hour_sessions in sorted(sessions.items()):
         hour_sessions.sort(key=lambda events: events[0]["timestamp"])
         per_object = max(1, OBJECT_CALLS // 7)
@@ -119,6 +136,7 @@ def generate(
     endpoint_url: str | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     per_call_values: bool = True,
+    long_prompt_calls: int = 0,
 ) -> DemoSummary:
     """Write ``days`` days ending on ``end`` (inclusive) of about ``calls``
     calls each (agent sessions vary in length, so the count is approximate)."""
@@ -127,7 +145,7 @@ def generate(
     summary = DemoSummary(source=out, stores=stores_out or "")
     day_list = [end - timedelta(days=i) for i in reversed(range(days))]
     for n, day in enumerate(day_list, start=1):
-        objects, made, session_count = day_objects(day, calls, seed, people, per_call_values)
+        objects, made, session_count = day_objects(day, calls, seed, people, per_call_values, long_prompt_calls)
         for key, data in objects.items():
             summary.bytes_written += writer.put(key, data)
         summary.objects += len(objects)

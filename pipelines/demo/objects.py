@@ -13,7 +13,7 @@ from pathlib import Path
 
 import zstandard
 
-from pipelines.resources.object_store import s3_client, split_s3_uri
+from pipelines.s3 import s3_client, split_s3_uri
 
 
 def encode(key: str, data: bytes) -> bytes:

@@ -132,14 +132,23 @@ def answer_call(
     first = customer.name.split()[0]
     fact = docs[0]["text"]
     output = ANSWERS[customer.language].format(first=first, fact=fact, email=customer.email, doc=docs[0]["doc_id"])
-    doc = _frozen(rng, customer, when, trace_id, "support.answer", model, st.SUPPORT_ALIAS, request, output)
+    doc = frozen_document(rng, customer, when, trace_id, "support.answer", model, st.SUPPORT_ALIAS, request, output)
     doc["prompt"] = {
         "template_id": st.SUPPORT_TEMPLATE,
         "version": version,
         "label": "production",
         "variables": variables,
     }
-    doc["retrieval"] = {
+    doc["retrieval"] = retrieval_record(question, docs)
+    if rng.random() < 0.02:
+        # the legacy code path logs the rendered prompt but not which template made it
+        doc["prompt"] = None
+    return doc
+
+
+def retrieval_record(question: str, docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The frozen call's ``retrieval`` block: the query and the documents as retrieved."""
+    return {
         "embedding_model": "voyage-3-lite",
         "index_snapshot": st.KB_SNAPSHOT,
         "query": question,
@@ -147,10 +156,6 @@ def answer_call(
         "scores": [d["score"] for d in docs],
         "texts": [d["text"] for d in docs],
     }
-    if rng.random() < 0.02:
-        # the legacy code path logs the rendered prompt but not which template made it
-        doc["prompt"] = None
-    return doc
 
 
 def triage_call(
@@ -168,12 +173,12 @@ def triage_call(
         messages=[{"role": "user", "content": question}],
         params=_STORES.params["support.triage"],
     )
-    doc = _frozen(rng, customer, when, trace_id, "support.triage", model, "triage-default", request, topic)
+    doc = frozen_document(rng, customer, when, trace_id, "support.triage", model, "triage-default", request, topic)
     doc["prompt"] = {"template_id": st.TRIAGE_TEMPLATE, "version": "v1", "label": "production", "variables": {}}
     return doc
 
 
-def _frozen(
+def frozen_document(
     rng: random.Random,
     customer: Customer,
     when: datetime,

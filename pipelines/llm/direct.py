@@ -7,22 +7,27 @@ client is built with ``max_retries`` for that. What still fails afterwards is
 a terminal ``errored`` result naming the error, so nothing is lost, and
 ``attempts`` records every HTTP attempt (a retried timeout may have been
 billed by the provider: the ledger shows it, it is not silent).
+
+The body goes out as the run's ``Translator`` makes it; a 400 that refuses a
+parameter the rules did not know teaches the translator (for the rest of the
+run) and the request goes out once more without it.
 """
 
 from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import anthropic
 
-from pipelines.llm.ledger import now
-from pipelines.llm.params import refused_sampling, sampling_record, split_for_sdk, wire_body
+from pipelines.llm.ledger import Sending, now
+from pipelines.llm.params import Translator, sampling_record, split_for_sdk
 from pipelines.llm.request import LLMRequest, LLMResult
 from pipelines.llm.response import failed, succeeded
+from pipelines.record.canonical import request_sha256
 
 SIMULATED_HEADER = "x-tracelake-simulated"
 
@@ -36,6 +41,8 @@ class Sent:
     sampling: dict[str, Any]
     sent_at: datetime
     latency_ms: float | None
+    sending: Sending = Sending()
+    attempts: tuple[dict[str, Any], ...] = field(default=())
 
 
 def create_kwargs(client: anthropic.Anthropic) -> frozenset[str]:
@@ -60,24 +67,39 @@ def describe(error: anthropic.APIError) -> str:
     return f"{head}: {error.message}"
 
 
-def send(client: anthropic.Anthropic, request: LLMRequest, kwargs_names: frozenset[str], max_retries: int) -> Sent:
-    """Send one request; a model that refuses a sampling parameter gets it once more without it."""
-    dropped: frozenset[str] = frozenset()
+def error_message(error: anthropic.APIError) -> str:
+    """The provider's own message of an error (``error.message`` of the JSON body)."""
+    body = getattr(error, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message") or "")
+    return str(error.message)
+
+
+def send(
+    client: anthropic.Anthropic,
+    request: LLMRequest,
+    kwargs_names: frozenset[str],
+    max_retries: int,
+    translator: Translator,
+    run_id: str,
+) -> Sent:
+    """Send one request as translated; a refusal the rules did not know is learned and the request resent."""
     attempts = 0
     sent_at = now()
     started = time.monotonic()
+    learned = 0
     while True:
-        wire = wire_body(request.body, cache_prefix=request.cache_prefix, dropped=dropped)
+        wire, dropped = translator.wire(request.body, cache_prefix=request.cache_prefix)
         kwargs, extra = split_for_sdk(wire, kwargs_names)
         try:
             raw = client.messages.with_raw_response.create(**kwargs, extra_body=extra or None)
         except anthropic.APIError as error:
             retried = _retryable(error)
             attempts += max_retries + 1 if retried else 1
-            refused = refused_sampling(error.message, wire) if isinstance(error, anthropic.BadRequestError) else None
-            if refused:
-                dropped |= {refused}
-                continue
+            if isinstance(error, anthropic.BadRequestError) and learned < 3:
+                if translator.learn(wire, error_message(error)) is not None:
+                    learned += 1
+                    continue
             simulated = simulated_response(getattr(error, "response", None))
             result = failed(request, "errored", describe(error), attempts=attempts, simulated=simulated)
             break
@@ -86,7 +108,19 @@ def send(client: anthropic.Anthropic, request: LLMRequest, kwargs_names: frozens
         result = succeeded(request, message, attempts=attempts, simulated=simulated_response(raw))
         break
     latency = (time.monotonic() - started) * 1000
-    return Sent(request, result, sampling_record(request.body, dropped), sent_at, round(latency, 1))
+    result = replace(result, dropped=tuple(sorted(dropped)))
+    sending = Sending(translator.api_version, request_sha256(wire), dict(dropped))
+    attempt = {
+        "run_id": run_id,
+        "at": sent_at.isoformat(),
+        "via": "direct",
+        "status": result.status,
+        "error": result.error,
+        "http_attempts": attempts,
+    }
+    return Sent(
+        request, result, sampling_record(request.body, dropped), sent_at, round(latency, 1), sending, (attempt,)
+    )
 
 
 def simulated_response(response: Any) -> bool:

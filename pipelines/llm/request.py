@@ -26,8 +26,8 @@ PERMANENT_ERRORS = (
 )
 
 
-def is_final(status: str, error: str | None) -> bool:
-    """Whether a stored result answers its request for good (see PERMANENT_ERRORS)."""
+def is_permanent(status: str, error: str | None) -> bool:
+    """Whether a stored result is a success or an error the provider gives that request every time."""
     if status == "succeeded":
         return True
     return status == "errored" and any(kind in (error or "") for kind in PERMANENT_ERRORS)
@@ -48,6 +48,9 @@ class LLMRequest:
     candidate: str | None = None
     call_id: str | None = None
     cache_prefix: bool = True
+    # the retired model the call was recorded on, when ``body`` asks for its substitute
+    # (pipelines.llm.lifecycle); recorded in the ledger, not part of the key
+    substituted_from: str | None = None
 
     @cached_property
     def request_sha256(self) -> str:
@@ -87,6 +90,10 @@ class LLMResult:
     attempts: int = 0
     simulated: bool = False
     reused: bool = False
+    # parameters removed before sending (pipelines.llm.params.Translator)
+    dropped: tuple[str, ...] = ()
+    # how many runs have sent the request (it is sent again by later runs while it fails, up to a cap)
+    runs: int = 1
 
     @property
     def text(self) -> str:
@@ -113,12 +120,19 @@ class Estimate:
 
 
 class BudgetExceeded(Exception):
-    def __init__(self, estimate: Estimate, budget_usd: float) -> None:
+    """Sending would take the run over its cap: raised before anything of it is sent.
+
+    The cap is per run, across every LLM stage of the run: ``spent_usd`` is what
+    the run was billed for before (its ledger rows and open batches)."""
+
+    def __init__(self, estimate: Estimate, budget_usd: float, spent_usd: float = 0.0) -> None:
         self.estimate = estimate
         self.budget_usd = budget_usd
+        self.spent_usd = spent_usd
+        before = f" on top of ${spent_usd:.4f} this run has already spent" if spent_usd else ""
         super().__init__(
-            f"{estimate.requests} LLM requests would cost up to ${estimate.usd:.4f} "
+            f"{estimate.requests} LLM requests would cost up to ${estimate.usd:.4f}{before} "
             f"({estimate.input_tokens} input tokens, up to {estimate.max_output_tokens} output tokens), "
-            f"above the cap of ${budget_usd:.4f}; nothing was sent. Raise the cap (budget_usd / "
-            f"--budget-usd / TRACELAKE_LLM_BUDGET_USD) or send fewer requests."
+            f"above the cap of ${budget_usd:.4f} for this run; nothing was sent for these requests. Raise the cap "
+            f"(TRACELAKE_LLM_BUDGET_USD, or the caller's budget_usd / --budget-usd) or send fewer requests."
         )

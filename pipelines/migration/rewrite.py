@@ -28,17 +28,11 @@ import polars as pl
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
+from pipelines.delta import TABLE_CONFIGURATION, WRITER_PROPERTIES, Tables, layout_of, to_arrow
 from pipelines.migration import layout1
 from pipelines.record.canonical import record_sha256
 from pipelines.record.rows import BOOKKEEPING
 from pipelines.record.schema import KEYS, LAYOUT, PARTITIONS, TABLES
-from pipelines.resources.warehouse import (
-    TABLE_CONFIGURATION,
-    WRITER_PROPERTIES,
-    Warehouse,
-    layout_of,
-    to_arrow,
-)
 
 log = logging.getLogger(__name__)
 # side tables first: a rewrite reads `calls` and `spans` in either layout
@@ -71,7 +65,7 @@ class MigrationMismatch(RuntimeError):
     """A rewritten table that does not hold what the old one did (names the table and what differs)."""
 
 
-def stale_tables(warehouse: Warehouse) -> list[str]:
+def stale_tables(warehouse: Tables) -> list[str]:
     """The tables of ``warehouse`` stored in an older layout."""
     stale = []
     for name in TABLES:
@@ -81,7 +75,7 @@ def stale_tables(warehouse: Warehouse) -> list[str]:
     return stale
 
 
-def migrate(warehouse: Warehouse, progress: Callable[[TableReport], None] | None = None) -> MigrationReport:
+def migrate(warehouse: Tables, progress: Callable[[TableReport], None] | None = None) -> MigrationReport:
     """Rewrite every table of ``warehouse`` that is in an older layout; describe every table."""
     report = MigrationReport()
     for name in ORDER:
@@ -92,7 +86,7 @@ def migrate(warehouse: Warehouse, progress: Callable[[TableReport], None] | None
     return report
 
 
-def migrate_table(warehouse: Warehouse, name: str) -> TableReport:
+def migrate_table(warehouse: Tables, name: str) -> TableReport:
     table = warehouse.table(name, any_layout=True)
     if table is None:
         return TableReport(name, "absent")
@@ -122,7 +116,7 @@ def migrate_table(warehouse: Warehouse, name: str) -> TableReport:
     return TableReport(name, "rewritten", rows, before, after, orphans)
 
 
-def _read_old(warehouse: Warehouse, name: str, old: DeltaTable) -> pl.LazyFrame:
+def _read_old(warehouse: Tables, name: str, old: DeltaTable) -> pl.LazyFrame:
     """The rows of layout-1 ``old`` as their writer built them."""
 
     def stored(other: str) -> pl.LazyFrame | None:
@@ -142,7 +136,7 @@ def _partitions(old: DeltaTable, name: str) -> list[pl.Expr | None]:
     return [pl.col(columns[0]) == v if v is not None else pl.col(columns[0]).is_null() for v in values]
 
 
-def _migrated(warehouse: Warehouse, name: str, old: DeltaTable) -> Iterator[pa.Table]:
+def _migrated(warehouse: Tables, name: str, old: DeltaTable) -> Iterator[pa.Table]:
     """The table's rows in the current layout, a partition at a time (scans opened now)."""
     view = _read_old(warehouse, name, old)
     return (
@@ -158,6 +152,9 @@ def converted(name: str, rows: pl.DataFrame) -> pa.Table:
             span_key=pl.col("call_id"),
             call_id=pl.when(pl.col("source_table") == "spans").then(None).otherwise(pl.col("call_id")),
         )
+    if name == "replay_summary" and "model_basis" not in rows.columns:
+        # written before replays moved retired models to a substitute: every group ran on its recorded model
+        rows = rows.with_columns(model_basis=pl.lit("recorded_model"))
     data = to_arrow(name, rows)
     if "record_sha256" in data.schema.names:
         data = _full_digests(data)
@@ -178,7 +175,7 @@ def _full_digests(data: pa.Table) -> pa.Table:
     return data.set_column(at, data.schema.field("record_sha256"), pa.array(fixed, pa.string()))
 
 
-def verify(warehouse: Warehouse, name: str, old: DeltaTable) -> tuple[int, int]:
+def verify(warehouse: Tables, name: str, old: DeltaTable) -> tuple[int, int]:
     """Compare the rewritten table with the rows ``old`` held: counts, keys, and every
     column but ``record_sha256``. Returns (rows, orphans); raises ``MigrationMismatch``."""
     expected = pl.from_arrow(pa.concat_tables([TABLES[name].empty_table(), *_migrated(warehouse, name, old)]))

@@ -674,6 +674,12 @@ LLM_REQUESTS_TABLE = Table(
         c("sent_date", DATE, "UTC date of sent_at (partition column)", DAY),
         c("run_id", STR, "the Dagster run that sent it", "94e21260-a962-4381-8f1f-10453f53a956"),
         _record_sha256(),
+        c("api_version", STR, "the anthropic-version header it was sent under", "2026-10-21"),
+        c("sent_request_sha256", STR, "sha256 of the body as sent (refused parameters removed, cache marks added); request_sha256 is the one asked", DIGEST),
+        c("dropped_json", JSON, "parameters removed before sending, and why", '{"temperature": "api_2026_10_21_refuses_sampling"}'),
+        c("substituted_from", STR, "the retired model the call was recorded on, when the request asks for its substitute", "claude-sonnet-4-5-20250929"),
+        c("runs", INT, "how many runs sent it (a failed request is sent again by later runs, up to the resource's retry_runs)", "2"),
+        c("attempts_json", JSON, "every attempt of every run: run_id, at, via (batch id or direct), status, error", '[{"run_id": "94e2…", "via": "msgbatch_01…", "status": "errored"}, …]'),
     ),
 )
 
@@ -683,8 +689,8 @@ LLM_BATCHES_TABLE = Table(
     key=("batch_id",),
     partitioned_by=("sent_date",),
     columns=(
-        c("batch_id", STR, "the provider's batch id", "msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d"),
-        c("state", STR, "in_progress, canceling, ended (the API's processing_status) or not_found (gone when resumed)", "ended"),
+        c("batch_id", STR, "the provider's batch id, or submit_<uuid> for the write-ahead row written before batches.create", "msgbatch_01HkcTjaV5uDC8jWR4ZsDV8d"),
+        c("state", STR, "in_progress, canceling, ended (the API's processing_status), not_found (gone when resumed), results_expired (past the 29-day download window); a write-ahead row: creating, created or not_created", "ended"),
         c("request_count", INT, "requests in the batch", "526"),
         c("succeeded", INT, "requests that succeeded", "526"),
         c("errored", INT, "requests that errored", "0"),
@@ -698,6 +704,10 @@ LLM_BATCHES_TABLE = Table(
         c("sent_date", DATE, "UTC date of created_at (partition column)", DAY),
         c("run_id", STR, "the Dagster run that created it", "94e21260-a962-4381-8f1f-10453f53a956"),
         _record_sha256(),
+        c("linked_batch_id", STR, "a provider batch: the write-ahead row it was created under; a write-ahead row: the provider batch it became", "submit_5b0c…"),
+        c("request_bytes", INT, "bytes of the batch's create request (the API takes up to 256 MB)", "1048576"),
+        c("estimated_usd", FLOAT, "the most its requests can cost: what a run's budget counts while the batch is open", "0.41"),
+        c("adopted", BOOL, "found at the provider by its custom_ids after the run that created it died before recording it", "false"),
     ),
 )
 
@@ -731,7 +741,7 @@ REPLAYS_TABLE = Table(
         c("request_sha256", STR, "sha256 of the request sent", DIGEST),
         c("request_key", STR, "the request's row in llm_requests", DIGEST),
         c("baseline_request_key", STR, "the baseline request's row in llm_requests (diff)", DIGEST),
-        c("old_source", STR, "what old_output is: recorded or baseline", "baseline"),
+        c("old_source", STR, "what old_output is: recorded, baseline, or recorded_baseline (the recorded answer, compared with a replay on a substitute model)", "baseline"),
         c("old_output", TEXT, "the answer compared with (redacted)", "Seu pedido foi enviado …"),
         c("new_output", TEXT, "the candidate's answer (redacted)", "Seu pedido saiu hoje …"),
         c("old_finish_reason", STR, "old answer's finish reason", "stop"),
@@ -759,6 +769,7 @@ REPLAYS_TABLE = Table(
         c("simulated", BOOL, "produced by tracelake's simulator, not a model", "false"),
         c("run_id", STR, "the Dagster run of the replay", "94e21260-a962-4381-8f1f-10453f53a956"),
         _record_sha256(),
+        c("substituted_from", STR, "the retired model the call was recorded on; the replay (and a diff's baseline) ran on its substitute", "claude-sonnet-4-5-20250929"),
     ),
 )
 
@@ -773,8 +784,8 @@ _SHARES = tuple(
 )
 REPLAY_SUMMARY_TABLE = Table(
     "replay_summary",
-    "One row per candidate x day x mode x fidelity x segment ('all': reweighted by inverse inclusion probability): improved, regressed, same with intervals and tests",
-    key=("candidate", "day", "mode", "fidelity", "segment_key"),
+    "One row per candidate x day x mode x fidelity x model basis x segment ('all': reweighted by inverse inclusion probability): improved, regressed, same with intervals and tests",
+    key=("candidate", "day", "mode", "fidelity", "model_basis", "segment_key"),
     partitioned_by=("candidate", "day"),
     columns=(
         c("candidate", STR, "the candidate (partition column)", "support-answer-v4"),
@@ -809,6 +820,7 @@ REPLAY_SUMMARY_TABLE = Table(
         c("output_tokens", INT, "output tokens of the segment's replays", "8480"),
         c("simulated", BOOL, "produced by tracelake's simulator", "false"),
         _record_sha256(),
+        c("model_basis", STR, "recorded_model, or substituted (replayed on a retired model's substitute): never in one group", "substituted"),
     ),
 )
 

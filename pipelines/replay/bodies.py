@@ -30,10 +30,21 @@ BASELINE = "baseline"
 
 
 def replay_request(
-    body: dict[str, Any], mode: str, sample_index: int = 0, candidate: str | None = None, call_id: str | None = None
+    body: dict[str, Any],
+    mode: str,
+    sample_index: int = 0,
+    candidate: str | None = None,
+    call_id: str | None = None,
+    substituted_from: str | None = None,
 ) -> LLMRequest:
     return LLMRequest(
-        body=body, purpose="replay", mode=mode, sample_index=sample_index, candidate=candidate, call_id=call_id
+        body=body,
+        purpose="replay",
+        mode=mode,
+        sample_index=sample_index,
+        candidate=candidate,
+        call_id=call_id,
+        substituted_from=substituted_from,
     )
 
 
@@ -55,6 +66,8 @@ class Answer:
     cost_usd: float = 0.0
     simulated: bool = False
     request_key: str | None = None
+    # parameters the API refused that were removed before sending
+    dropped: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -90,6 +103,7 @@ def answer_of(result: Any) -> Answer:
         cost_usd=result.cost_usd or 0.0,
         simulated=bool(result.simulated),
         request_key=result.key,
+        dropped=tuple(getattr(result, "dropped", ()) or ()),
     )
 
 

@@ -5,6 +5,14 @@ and return the ``replays`` rows.
 ``send(list[LLMRequest]) -> {key: Answer}`` is the only way out; a request whose
 content address was answered before is answered from the ledger by the resource,
 so a re-run sends nothing and produces the same rows.
+
+Every body goes out on a model the API serves (``DayInputs.serve``): a call
+recorded on a retired model is replayed on its substitute, and so is its paired
+baseline, so a diff keeps a same-model control. Such rows say
+``substituted_from``, are ``approximate`` with ``model_substituted``, and where
+the comparison is with the recorded answer (capture, pinned, class_rate, state)
+``old_source`` is ``recorded_baseline``: the old side is another model's
+answer, whose noise is not a control's.
 """
 
 from __future__ import annotations
@@ -24,7 +32,7 @@ from pipelines.replay import bodies as b
 from pipelines.replay.bodies import BASELINE, Answer, replay_request
 from pipelines.replay.candidates import Candidate
 from pipelines.replay.compare import BAD_FINISH, compare, divergence, reproduces
-from pipelines.replay.fidelity import Fidelity, fidelity_of
+from pipelines.replay.fidelity import APPROXIMATE, Fidelity, fidelity_of
 from pipelines.replay.judging import SETTLED, Judge
 from pipelines.replay.sampling import Sampled, stratified_sample
 from pipelines.replay.state import RecordedTools, next_body
@@ -61,9 +69,19 @@ CALL_COLUMNS = (
     "guardrail_hit",
 )
 Send = Callable[[list[LLMRequest]], Mapping[str, Answer]]
+# a body -> (the body on a model the API serves, the retired model it was recorded on or None)
+Serve = Callable[[dict[str, Any]], tuple[dict[str, Any], str | None]]
 NO_ANSWER = Answer(status="not_sent")
 # columns of `replays` that differ between runs of the same work: not part of the row's hash
 VOLATILE = ("run_id",)
+RECORDED_BASELINE = "recorded_baseline"
+MODEL_SUBSTITUTED = "model_substituted"
+PARAMETERS_DROPPED = "parameters_dropped"
+
+
+def as_recorded(body: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """``Serve`` that changes nothing (every model served)."""
+    return body, None
 
 
 @dataclass
@@ -78,6 +96,32 @@ class DayInputs:
     template_source: str | None = None  # the candidate's template, resolved from the store or inline
     # diff replays' comparison (pipelines.replay.judging); None: deterministic signals only
     judge: Judge | None = None
+    # every outgoing body through it (pipelines.llm.lifecycle.serve: a retired model -> its substitute)
+    serve: Serve = as_recorded
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One replay of a single-call mode, before anything is sent."""
+
+    sampled: Sampled
+    mode: str
+    index: int
+    fidelity: Fidelity
+    sent: LLMRequest | None
+    baseline: LLMRequest | None = None
+    substituted_from: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionStart:
+    """A sampled agent session a state replay resumes, before anything is sent."""
+
+    sampled: Sampled
+    fidelity: Fidelity
+    session: list[dict[str, Any]]
+    body: dict[str, Any] | None  # the first step's body on a served model (None: not sendable)
+    substituted_from: str | None = None
 
 
 def _is_failure(call: Mapping[str, Any]) -> bool:
@@ -101,9 +145,13 @@ def _row(
     extra_cost: Answer | None = None,
     step: int | None = None,
     charged: set[str],
+    substituted_from: str | None = None,
 ) -> dict[str, Any]:
     call = sampled.call
     candidate = inputs.candidate
+    fidelity = _with_what_was_sent(fidelity, substituted_from, new, old if baseline else None)
+    if substituted_from and old_source == "recorded":
+        old_source = RECORDED_BASELINE
     # a request two calls share (the same rendered body) is billed once: on the first row that used it
     cost_parts = [a for a in (new, extra_cost) if a is not None and a.request_key not in charged]
     charged.update(a.request_key for a in cost_parts if a.request_key)
@@ -155,8 +203,25 @@ def _row(
         "class_rate_high": None,
         "stop_reason": None,
         "simulated": any(a.simulated for a in cost_parts),
+        "substituted_from": substituted_from,
     }
     return row
+
+
+def _with_what_was_sent(
+    fidelity: Fidelity, substituted_from: str | None, new: Answer, baseline: Answer | None
+) -> Fidelity:
+    """A sent replay's fidelity once it is known what went out: another model, parameters removed."""
+    if not fidelity.sendable:
+        return fidelity
+    reasons = list(fidelity.reasons)
+    if substituted_from:
+        reasons.append(MODEL_SUBSTITUTED)
+    if new.dropped or (baseline is not None and baseline.dropped):
+        reasons.append(PARAMETERS_DROPPED)
+    if len(reasons) == len(fidelity.reasons):
+        return fidelity
+    return Fidelity(APPROXIMATE, tuple(dict.fromkeys(reasons)))
 
 
 def _seal(rows: list[dict[str, Any]], run_id: str | None) -> list[dict[str, Any]]:
@@ -193,12 +258,11 @@ def plan_sample(inputs: DayInputs) -> tuple[list[Sampled], list[list[dict[str, A
     return stratified_sample(singles, candidate.sample.per_stratum, salt), ordered
 
 
-def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> list[dict[str, Any]]:
-    """Every ``replays`` row of a candidate's day (see the module docstring)."""
+def plan_day(inputs: DayInputs) -> tuple[list[Planned], list[SessionStart]]:
+    """Every single-call replay and every state session start of a candidate's day, nothing sent."""
     candidate = inputs.candidate
     singles, sessions = plan_sample(inputs)
-    rows: list[dict[str, Any]] = []
-    plans: list[tuple[Sampled, str, int, Fidelity, LLMRequest | None, LLMRequest | None]] = []
+    plans: list[Planned] = []
     for sampled in singles:
         call = sampled.call
         rot = inputs.rot.get(call["call_id"])
@@ -209,60 +273,87 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
             rerenders = mode == "diff" and inputs.template_source is not None
             fidelity = fidelity_of(call, rot, rerenders_template=rerenders, redaction_mode=mode_of_redaction)
             if not fidelity.sendable:
-                plans.append((sampled, mode, 0, fidelity, None, None))
+                plans.append(Planned(sampled, mode, 0, fidelity, None))
                 continue
-            recorded = b.recorded_request(call)
-            common = {"candidate": candidate.id, "call_id": call["call_id"]}
+            recorded, substituted = inputs.serve(b.recorded_request(call))
+            common = {"candidate": candidate.id, "call_id": call["call_id"], "substituted_from": substituted}
             if mode == "capture":
-                plans.append((sampled, mode, 0, fidelity, replay_request(recorded, mode, **common), None))
+                plans.append(
+                    Planned(sampled, mode, 0, fidelity, replay_request(recorded, mode, **common), None, substituted)
+                )
             elif mode == "pinned":
-                plans.append((sampled, mode, 0, fidelity, replay_request(b.pinned(recorded), mode, **common), None))
+                request = replay_request(b.pinned(recorded), mode, **common)
+                plans.append(Planned(sampled, mode, 0, fidelity, request, None, substituted))
             elif mode == "class_rate" and _is_failure(call):
                 for i in range(candidate.sample.class_rate_samples):
-                    plans.append((sampled, mode, i, fidelity, replay_request(recorded, mode, i, **common), None))
+                    request = replay_request(recorded, mode, i, **common)
+                    plans.append(Planned(sampled, mode, i, fidelity, request, None, substituted))
             elif mode == "diff":
-                body = b.with_candidate(call, recorded, candidate, inputs.template_source)
-                baseline = replay_request(recorded, BASELINE, call_id=call["call_id"])
-                plans.append((sampled, mode, 0, fidelity, replay_request(body, mode, **common), baseline))
+                # the candidate's side moves only when it keeps the recorded (retired) model; the baseline always
+                as_asked = b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source)
+                body, moved = inputs.serve(as_asked)
+                baseline = replay_request(recorded, BASELINE, call_id=call["call_id"], substituted_from=substituted)
+                sent = replay_request(
+                    body, mode, candidate=candidate.id, call_id=call["call_id"], substituted_from=moved
+                )
+                plans.append(Planned(sampled, mode, 0, fidelity, sent, baseline, substituted or moved))
+    return plans, _session_starts(inputs, sessions)
 
-    outgoing = [o for plan in plans for o in plan[4:6] if o is not None]
-    answers = send(list({o.key: o for o in outgoing}.values())) if outgoing else {}
+
+def outgoing(plans: Sequence[Planned]) -> list[LLMRequest]:
+    """The distinct requests of the single-call replays (candidate sides and baselines)."""
+    found = [o for plan in plans for o in (plan.sent, plan.baseline) if o is not None]
+    return list({o.key: o for o in found}.values())
+
+
+def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> list[dict[str, Any]]:
+    """Every ``replays`` row of a candidate's day (see the module docstring)."""
+    plans, starts = plan_day(inputs)
+    rows: list[dict[str, Any]] = []
+    requests = outgoing(plans)
+    answers = send(requests) if requests else {}
     diffs: list[tuple[dict[str, Any], dict[str, Any], Answer, Answer]] = []
     charged: set[str] = set()  # request keys whose cost a row already carries
     class_samples: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for sampled, mode, index, fidelity, sent, baseline in plans:
+    for plan in plans:
+        sampled, mode, index, fidelity, sent, baseline = (
+            plan.sampled,
+            plan.mode,
+            plan.index,
+            plan.fidelity,
+            plan.sent,
+            plan.baseline,
+        )
         call = sampled.call
         language = sampled.segment.get("language")
         original = b.recorded_answer(call)
         new = answers.get(sent.key, NO_ANSWER) if sent else NO_ANSWER
-        if mode == "diff":
-            old = answers.get(baseline.key, NO_ANSWER) if baseline else NO_ANSWER
-            row = _row(
-                inputs,
-                sampled,
-                mode,
-                index,
-                fidelity,
-                sent,
-                new,
-                old,
-                BASELINE,
-                baseline=baseline,
-                extra_cost=old if baseline else None,
-                charged=charged,
-            )
-            if sent is not None:
-                row["verdict"], row["decided_by"] = compare(old, new, language)
-                if row["decided_by"] not in SETTLED:
-                    diffs.append((row, call, old, new))
-        else:
-            row = _row(inputs, sampled, mode, index, fidelity, sent, new, original, "recorded", charged=charged)
-            if sent is not None:
+        diff = mode == "diff"
+        old = (answers.get(baseline.key, NO_ANSWER) if baseline else NO_ANSWER) if diff else original
+        row = _row(
+            inputs,
+            sampled,
+            mode,
+            index,
+            fidelity,
+            sent,
+            new,
+            old,
+            BASELINE if diff else "recorded",
+            baseline=baseline,
+            extra_cost=old if baseline else None,
+            charged=charged,
+            substituted_from=plan.substituted_from,
+        )
+        if sent is not None:
+            row["verdict"], row["decided_by"] = compare(old, new, language)
+            if diff and row["decided_by"] not in SETTLED:
+                diffs.append((row, call, old, new))
+            if not diff:
                 row["divergence"] = divergence(original, new)
-                row["verdict"], row["decided_by"] = compare(original, new, language)
-            if mode == "class_rate":
-                row["reproduced"] = reproduces(original, new, language)
-                class_samples[call["call_id"]].append(row)
+        if mode == "class_rate":
+            row["reproduced"] = reproduces(original, new, language)
+            class_samples[call["call_id"]].append(row)
         rows.append(row)
     if inputs.judge is not None and inputs.candidate.comparison == "pairwise_judge" and diffs:
         judged = inputs.judge([(call, old, new) for _, call, old, new in diffs])
@@ -277,14 +368,12 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
             low, high = proportion_confint(hits, len(known), alpha=0.05, method="wilson")
             for r in samples:
                 r["class_rate"], r["class_rate_low"], r["class_rate_high"] = hits / len(known), float(low), float(high)
-    rows.extend(_state_rows(inputs, sessions, send, charged))
+    rows.extend(_state_rows(inputs, starts, send, charged))
     return _seal(rows, run_id)
 
 
-def _state_rows(
-    inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]], send: Send, charged: set[str]
-) -> list[dict[str, Any]]:
-    """Resume each sampled session from step N and let the candidate continue (see ``state``)."""
+def _session_starts(inputs: DayInputs, sessions: Sequence[list[dict[str, Any]]]) -> list[SessionStart]:
+    """The sampled sessions a state replay resumes, with the body of its first step."""
     candidate = inputs.candidate
     if not sessions:
         return []
@@ -294,8 +383,7 @@ def _state_rows(
         candidate.sample.per_stratum,
         f"{candidate.id}|{inputs.day.isoformat()}|state",
     )
-    rows: list[dict[str, Any]] = []
-    live: list[tuple[Sampled, Fidelity, RecordedTools, dict[str, Any], Answer]] = []
+    out = []
     for item in sampled:
         call, session = item.call, starts[item.call["call_id"]]
         fidelity = fidelity_of(
@@ -304,28 +392,71 @@ def _state_rows(
             rerenders_template=inputs.template_source is not None,
             redaction_mode=inputs.redaction_modes.get(call["call_id"]),
         )
-        final = b.recorded_answer(session[-1])
         if not fidelity.sendable:
+            out.append(SessionStart(item, fidelity, session, None))
+            continue
+        # compared with the recorded final answer: substituted only when the candidate keeps the retired model
+        body, moved = inputs.serve(b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source))
+        out.append(SessionStart(item, fidelity, session, body, moved))
+    return out
+
+
+def _state_rows(
+    inputs: DayInputs, starts: Sequence[SessionStart], send: Send, charged: set[str]
+) -> list[dict[str, Any]]:
+    """Resume each sampled session from step N and let the candidate continue (see ``state``)."""
+    candidate = inputs.candidate
+    rows: list[dict[str, Any]] = []
+    live: list[tuple[SessionStart, RecordedTools, dict[str, Any], Answer]] = []
+    for start in starts:
+        final = b.recorded_answer(start.session[-1])
+        if start.body is None:
             rows.append(
-                _row(inputs, item, "state", 0, fidelity, None, NO_ANSWER, final, "recorded", step=0, charged=charged)
+                _row(
+                    inputs,
+                    start.sampled,
+                    "state",
+                    0,
+                    start.fidelity,
+                    None,
+                    NO_ANSWER,
+                    final,
+                    "recorded",
+                    step=0,
+                    charged=charged,
+                )
             )
             continue
-        body = b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source)
-        live.append((item, fidelity, RecordedTools(session), body, final))
+        live.append((start, RecordedTools(start.session), start.body, final))
     for step in range(candidate.sample.step_limit):
         if not live:
             break
         out = {
-            id(entry): replay_request(entry[3], "state", step, candidate.id, entry[0].call["call_id"]) for entry in live
+            id(entry): replay_request(
+                entry[2], "state", step, candidate.id, entry[0].sampled.call["call_id"], entry[0].substituted_from
+            )
+            for entry in live
         }
         answers = send(list({o.key: o for o in out.values()}.values()))
         still = []
         for entry in live:
-            item, fidelity, tools, body, final = entry
+            start, tools, body, final = entry
+            item = start.sampled
             sent = out[id(entry)]
             answer = answers.get(sent.key, NO_ANSWER)
             row = _row(
-                inputs, item, "state", step, fidelity, sent, answer, final, "recorded", step=step, charged=charged
+                inputs,
+                item,
+                "state",
+                step,
+                start.fidelity,
+                sent,
+                answer,
+                final,
+                "recorded",
+                step=step,
+                charged=charged,
+                substituted_from=start.substituted_from,
             )
             following, why = next_body(body, answer, tools) if answer.ok else (None, "error")
             if following is not None and step + 1 == candidate.sample.step_limit:
@@ -336,7 +467,7 @@ def _state_rows(
                 if why and why.startswith("no_recorded_result"):
                     row["verdict"], row["decided_by"] = "inconclusive", why
             else:
-                still.append((item, fidelity, tools, following, final))
+                still.append((start, tools, following, final))
             rows.append(row)
         live = still
     return rows

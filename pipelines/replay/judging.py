@@ -39,7 +39,7 @@ class Judged:
 Judge = Callable[[Sequence[tuple[Mapping[str, Any], Answer, Answer]]], list[Judged]]
 
 
-def _output(answer: Answer) -> dict[str, Any]:
+def output_of(answer: Answer) -> dict[str, Any]:
     return {"text": answer.text or "", "finish_reason": answer.finish_reason}
 
 
@@ -48,7 +48,9 @@ def pairwise_judge(ask: Ask, *, model: str, candidate: str, max_tokens: int = 30
 
     def judge(items: Sequence[tuple[Mapping[str, Any], Answer, Answer]]) -> list[Judged]:
         asked = [
-            pairwise_requests(call, _output(old), _output(new), model=model, max_tokens=max_tokens, candidate=candidate)
+            pairwise_requests(
+                call, output_of(old), output_of(new), model=model, max_tokens=max_tokens, candidate=candidate
+            )
             for call, old, new in items
         ]
         results = ask([r for pair in asked for r in pair]) if asked else {}

@@ -10,6 +10,7 @@ from typing import Any
 SEGMENT_COLUMNS = (
     "mode",
     "fidelity",
+    "model_basis",
     "segment_key",
     "n",
     "improved",
@@ -37,10 +38,26 @@ def _flag(row: Mapping[str, Any]) -> str:
     return "improves" if row["significant_improvement"] else ""
 
 
+def basis(row: Mapping[str, Any]) -> str:
+    """Whether a summary row's calls ran on their recorded model or a retired model's substitute."""
+    return row.get("model_basis") or "recorded_model"
+
+
+def group_of(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The rows one table or panel shows: never mixing modes, fidelities or model bases."""
+    return row["mode"], row["fidelity"], basis(row)
+
+
 def ordered(summary: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return sorted(
         summary,
-        key=lambda r: (r["mode"], FIDELITY_ORDER.get(r["fidelity"], 9), r["segment_key"] != "all", r["segment_key"]),
+        key=lambda r: (
+            r["mode"],
+            FIDELITY_ORDER.get(r["fidelity"], 9),
+            basis(r),
+            r["segment_key"] != "all",
+            r["segment_key"],
+        ),
     )
 
 
@@ -52,6 +69,7 @@ def segment_table_rows(summary: Iterable[Mapping[str, Any]]) -> list[dict[str, A
             {
                 "mode": r["mode"],
                 "fidelity": r["fidelity"],
+                "model_basis": basis(r),
                 "segment_key": r["segment_key"],
                 "n": r["n"],
                 "improved": r["improved"],
@@ -69,20 +87,20 @@ def segment_table_rows(summary: Iterable[Mapping[str, Any]]) -> list[dict[str, A
 
 
 def plot_deltas(summary: Iterable[Mapping[str, Any]], path: Path, title: str) -> Path:
-    """A horizontal interval plot of each segment's delta, one panel per (mode, fidelity)."""
+    """A horizontal interval plot of each segment's delta, one panel per (mode, fidelity, model basis)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
     for r in ordered(summary):
         if r["delta"] is not None:
-            groups.setdefault((r["mode"], r["fidelity"]), []).append(r)
+            groups.setdefault(group_of(r), []).append(r)
     panels = max(1, len(groups))
     height = max(2.5, 0.35 * max((len(g) for g in groups.values()), default=1) + 1.2)
     fig, axes = plt.subplots(panels, 1, figsize=(9, height * panels), squeeze=False)
-    for ax, ((mode, fidelity), rows) in zip(axes[:, 0], groups.items(), strict=False):
+    for ax, ((mode, fidelity, model), rows) in zip(axes[:, 0], groups.items(), strict=False):
         ys = list(range(len(rows)))[::-1]
         for y, r in zip(ys, rows, strict=True):
             color = (
@@ -109,7 +127,8 @@ def plot_deltas(summary: Iterable[Mapping[str, Any]], path: Path, title: str) ->
         ax.axvline(0, color="lightgray", linewidth=1)
         ax.set_xlim(-1.05, 1.05)
         ax.set_xlabel("improved share - regressed share (95% interval)")
-        ax.set_title(f"{mode} replay, {fidelity} fidelity", fontsize=10)
+        on = ", on a retired model's substitute" if model == "substituted" else ""
+        ax.set_title(f"{mode} replay, {fidelity} fidelity{on}", fontsize=10)
     fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)

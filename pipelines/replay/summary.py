@@ -5,8 +5,10 @@ segment (improved vs regressed among the calls that changed, scipy's
 ``multipletests``), the cost, and a flag when the aggregate improves while a
 segment significantly regresses (the aggregate hides it).
 
-Groups never mix fidelities or modes: every row is one (mode, fidelity,
-segment). The ``all`` segment weights each replay by its inverse inclusion
+Groups never mix fidelities, modes or models: every row is one (mode,
+fidelity, model basis, segment), where the model basis says whether the calls
+were replayed on the model they were recorded on (``recorded_model``) or on a
+retired model's substitute (``substituted``). The ``all`` segment weights each replay by its inverse inclusion
 probability (strata were sampled at different rates); its intervals use Kish's
 effective sample size. Only final verdicts count (a state replay's last step).
 """
@@ -29,6 +31,11 @@ from pipelines.replay.sampling import SEGMENT_FIELDS
 
 ALL = "all"
 ALPHA = 0.05
+RECORDED_MODEL, SUBSTITUTED = "recorded_model", "substituted"
+
+
+def model_basis(row: Mapping[str, Any]) -> str:
+    return SUBSTITUTED if row.get("substituted_from") else RECORDED_MODEL
 
 
 def wilson(count: float, n: float) -> tuple[float | None, float | None]:
@@ -82,13 +89,13 @@ def _counts(rows: list[Mapping[str, Any]], weighted: bool) -> dict[str, Any]:
 
 def summarize(rows: Iterable[Mapping[str, Any]], candidate: str, day: date) -> list[dict[str, Any]]:
     """The ``replay_summary`` rows of a candidate's day."""
-    groups: dict[tuple[str, str], dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    groups: dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         if row.get("verdict") is None and row.get("fidelity") != "ineligible":
             continue  # an intermediate state step, or nothing came back
-        groups[(row["mode"], row["fidelity"])][row["segment_key"]].append(row)
+        groups[(row["mode"], row["fidelity"], model_basis(row))][row["segment_key"]].append(row)
     out: list[dict[str, Any]] = []
-    for (mode, fidelity), segments in sorted(groups.items()):
+    for (mode, fidelity, basis), segments in sorted(groups.items()):
         block = []
         for key, members in sorted(segments.items()):
             stats = _counts(members, weighted=False)
@@ -113,6 +120,7 @@ def summarize(rows: Iterable[Mapping[str, Any]], candidate: str, day: date) -> l
                 day=day,
                 mode=mode,
                 fidelity=fidelity,
+                model_basis=basis,
                 aggregate_improves=(total["delta"] or 0) > 0,
                 hides_regression=flagged,
                 regressed_segments=hidden,

@@ -14,24 +14,23 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
-import boto3
 import botocore.exceptions
 import dagster as dg
 import urllib3.exceptions
 import zstandard
-from botocore.config import Config
 from pydantic import Field
 
 from pipelines.ingest import SourceObject
+from pipelines.retrying import read_again
+from pipelines.s3 import s3_client, split_s3_uri
 from pipelines.shards import ShardSpec
 
 T = TypeVar("T")
@@ -55,21 +54,6 @@ RETRYABLE_READS = (
 )
 
 
-def read_again(read: Callable[[], T], attempts: int, retryable: tuple[type[BaseException], ...], failed: str) -> T:
-    """``read()``, again with backoff while it raises ``retryable``; then
-    SourceUnavailable saying ``failed`` (what could not be read), the count and the error type."""
-    for attempt in range(1, attempts + 1):
-        try:
-            return read()
-        except retryable as e:
-            if attempt == attempts:
-                raise SourceUnavailable(
-                    f"{failed} {attempts} times ({type(e).__name__}); check the endpoint and re-run the partition"
-                ) from e
-            time.sleep(min(2.0, 0.1 * 2**attempt))
-    raise AssertionError("unreachable")
-
-
 class CorruptObject(Exception):
     """An object whose bytes cannot be read as what its key says (truncated gzip, bad zstd frame).
 
@@ -82,38 +66,12 @@ class CorruptObject(Exception):
         self.partial = partial
 
 
-class SourceUnavailable(Exception):
-    """An object or table that could not be read whole after every retry; nothing of it was used."""
-
-
 @dataclass(frozen=True)
 class ObjectInfo:
     key: str
     etag: str
     size: int
     last_modified: datetime
-
-
-def split_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix`` -> (``bucket``, ``some/prefix/``)."""
-    rest = uri.removeprefix("s3://")
-    bucket, _, prefix = rest.partition("/")
-    if not bucket:
-        raise ValueError(f"{uri!r} is not an s3://bucket[/prefix] URI")
-    prefix = prefix.strip("/")
-    return bucket, f"{prefix}/" if prefix else ""
-
-
-def s3_client(endpoint_url: str | None = None, region: str | None = None, max_attempts: int = 5):
-    """A boto3 S3 client with botocore's standard retry mode (backoff with
-    jitter on throttling and 5xx), for AWS or any S3-compatible endpoint."""
-    config = Config(
-        retries={"mode": "standard", "max_attempts": max_attempts},
-        s3={"addressing_style": "path"},
-        connect_timeout=10,
-        read_timeout=60,
-    )
-    return boto3.client("s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config)
 
 
 def _gunzip(key: str, data: bytes, cap: int) -> bytes:

@@ -20,7 +20,6 @@ from botocore.exceptions import ClientError
 from pydantic import Field
 
 from pipelines.record.canonical import sha256_hex
-from pipelines.resources.object_store import s3_client, split_s3_uri
 from pipelines.rot.ingredients import Ingredients, TemplateVersion
 from pipelines.rot.store_files import (
     CURRENT_FILE,
@@ -39,6 +38,7 @@ from pipelines.rot.store_files import (
     snapshot_key,
     template_key,
 )
+from pipelines.s3 import s3_client, split_s3_uri
 
 
 class StoreFiles(Protocol):

@@ -35,7 +35,8 @@ from typing import Any
 from pipelines.record.canonical import canonical_json, document_block, request_blocks, sha256_hex
 from pipelines.rot.ingredients import Ingredients, TemplateVersion
 from pipelines.rot.redaction import DECRYPTED, RAW, REDACTED, RedactionView
-from pipelines.rot.rerender import DocRef, Renderer, Rerendered, canonical_object, rerender_request
+from pipelines.rot.rerender import Renderer, Rerendered, canonical_object, rerender_request
+from pipelines.rot.template_inputs import DocRef
 
 VERIFIED, ROTTED, IMPURE, UNVERIFIABLE = "verified", "rotted", "impure", "unverifiable"
 STATUSES = (VERIFIED, ROTTED, IMPURE, UNVERIFIABLE)

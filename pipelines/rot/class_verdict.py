@@ -22,7 +22,8 @@ from typing import Any
 
 from pipelines.record.canonical import canonical_json
 from pipelines.rot.check import COMPONENTS, FULL_REQUEST, ROTTED, VERIFIED, Checker, _params_of
-from pipelines.rot.rerender import DocRef, _key, canonical_object
+from pipelines.rot.rerender import _key, canonical_object
+from pipelines.rot.template_inputs import DocRef
 
 OWN_KEYS = ("messages", "metadata")
 _UNSET = object()

@@ -35,10 +35,9 @@ byte as ``rerender_request`` serialises them.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -47,7 +46,6 @@ import polars as pl
 import polars_hash  # noqa: F401 (registers the chash namespace: sha256 in polars)
 import pyarrow as pa
 
-from pipelines.collector import gc_paused
 from pipelines.record.canonical import canonical_json, same_block_digest
 from pipelines.record.set_key import KEY_COLUMN, metadata_dropped, set_keys
 from pipelines.rot.check import (
@@ -64,7 +62,8 @@ from pipelines.rot.class_verdict import ClassJudge, around
 from pipelines.rot.class_verdict import reproduces as same_request
 from pipelines.rot.printed_scores import PrintedScores, Skeleton, never_reads_scores
 from pipelines.rot.redaction import RAW, REDACTED_FLAG
-from pipelines.rot.rerender import DocRef, Rerendered, canonical_object
+from pipelines.rot.rerender import Rerendered, canonical_object
+from pipelines.rot.template_inputs import DocRef
 
 # RotCheck fields that become rot_checks columns (the kept block values are for diffs only).
 VERDICT_FIELDS = tuple(f.name for f in fields(RotCheck) if f.name not in ("recorded_blocks", "rerendered_blocks"))
@@ -372,7 +371,6 @@ def _system_blocks(block_hashes: pl.Series) -> pl.Series:
 # all stay alive until it returns (the classes' values and renderings, the run's caches,
 # the per-call lists), so the ~40 young collections a day's check triggered found
 # nothing to free (the shared pause also moves them to the oldest generation on the way out)
-@gc_paused()
 def check_frame(checker: Checker, calls: pl.DataFrame) -> pl.DataFrame:
     """Every call's verdict, as ``checker.check`` gives it, one row per call in input
     order (the columns of ``VERDICT_SCHEMA``); see the module docstring."""
@@ -492,26 +490,8 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
         .with_row_index("_class")
     )
     members = _with_ids(members, classes, "_class", sets.base.height)
-    splices: dict[int, _Splice] | None = None
-    judged = None
-    if system_of is None:
-        splices = {}
-        spliced = _RerenderedHashes(sets, members)
-        submitted = [0]
-
-        def judged(upto: int, pieces_of: Mapping[int, tuple], bounds: Mapping[int, tuple[str, str]]) -> None:
-            # the classes judged since the last call: their calls are hashed in the
-            # background while the main thread judges the next ones
-            batch = {c: pieces_of[c] for c in range(submitted[0], upto) if c in pieces_of}
-            submitted[0] = upto
-            spliced.submit(batch, bounds, splices)
-
-    try:
-        shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"], splices, judged)
-    except BaseException:
-        if system_of is None:
-            spliced.abandon()  # the error is the check's, not a process aborted by polars
-        raise
+    splices: dict[int, _Splice] | None = None if system_of is not None else {}
+    shared, complete, pieces_of, bounds = _class_verdicts(sets, classes["_rep"], splices)
     verdicts = _frame(
         {**shared, "_complete": complete},
         {**{k: VERDICT_SCHEMA[k] for k in SHARED}, "_complete": pl.Boolean},
@@ -526,7 +506,7 @@ def _spread(sets: _Sets, members: pl.DataFrame, class_key: list[str], system_of=
     if system_of is None:
         # the classes with pieces are the ones that did not reproduce and whose request
         # could be made, so the calls hashed are the ones ``wanted`` marks
-        rerendered = spliced.hashes(pieces_of)
+        rerendered = _RerenderedHashes(sets, members).hashes(pieces_of, bounds, splices)
     else:
         rerendered = pl.Series([None] * members.height, dtype=pl.String)
         if wanted.any():
@@ -594,7 +574,6 @@ def _class_verdicts(
     sets: _Sets,
     reps: pl.Series,
     splices: dict[int, _Splice] | None = None,
-    judged: Callable[[int, Mapping[int, tuple], Mapping[int, tuple[str, str]]], None] | None = None,
 ) -> tuple[dict[str, list], list[bool], dict[int, tuple[dict[str, str] | None, dict[str, str]]], dict]:
     """The verdict of each class (one call each at ``reps``), as ``Checker.check`` reaches
     it on any of its calls: (the ``SHARED`` columns, whether today's request could be made,
@@ -608,13 +587,9 @@ def _class_verdicts(
     row is built, and the request does not reproduce exactly when its pieces other than
     the call's own part (its messages and metadata, which come from the record on both
     sides) differ from today's, or it records a falsy metadata value that today's
-    request leaves out; its hash is not computed.
-
-    ``judged(n, pieces_of, bounds)`` is called after each ``_HASH_BATCHES``-th of the
-    classes and after the last, with the number of classes judged so far."""
+    request leaves out; its hash is not computed."""
     checker = sets.checker
     base = sets.base
-    every = -(-len(reps) // _HASH_BATCHES)
     columns = base.select(_REP_COLUMNS)[reps]
     values = [columns[name].to_list() for name in _REP_COLUMNS]
     # the blocks a verdict compares (the messages' are the record's on both sides), and the
@@ -644,8 +619,6 @@ def _class_verdicts(
     bounds: dict[int, tuple[str, str]] = {}
     rows = enumerate(zip(*values, hashes, documents, any_blocks, strict=True))
     for class_id, (call_id, template_id, version, variables, service, alias, text, sha, blocks, docs, some) in rows:
-        if judged is not None and class_id and class_id % every == 0:
-            judged(class_id, pieces_of, bounds)
         request = _parsed(text)
         if some and not blocks:  # only the messages' blocks: the check reads them as they are
             blocks = base["block_hashes"][reps[class_id]].to_list()
@@ -713,8 +686,6 @@ def _class_verdicts(
         complete.append(made)
         if made and result.status != VERIFIED:
             pieces_of[class_id] = (recorded if recorded is not None else _recorded_pieces(request), today.pieces)
-    if judged is not None:
-        judged(len(reps), pieces_of, bounds)
     return shared, complete, pieces_of, bounds
 
 
@@ -722,28 +693,16 @@ def _class_verdicts(
 _AROUND = ("_recorded_prefix", "_recorded_suffix", "_today_prefix", "_today_suffix")
 
 
-# The rotted calls' hashes are made in batches of classes, each in the background (one
-# polars query, which runs without the GIL) while the main thread judges the next classes
-_HASH_BATCHES = 4
-
-
 class _RerenderedHashes:
     """For sets whose blocks are the same bytes on every call: sha256 of today's prefix,
     the call's own bytes and today's suffix, per call of ``members`` (``_row``,
-    ``_class``, ``_metadata_dropped``, ``rendered_request_sha256``) whose class is
-    submitted; null for the others.
+    ``_class``, ``_metadata_dropped``, ``rendered_request_sha256``) whose class has pieces;
+    null for the others.
 
     Calls of one class whose stored bytes are the same (a day repeats many requests
     byte for byte) re-render to the same bytes: each distinct request is hashed once,
     spliced and hashed in polars (polars-hash's sha256, the same hex digest as hashlib),
-    so no request becomes a Python object. Each ``submit`` starts one query in the
-    background and returns; ``hashes`` waits for them. ``collect(background=True)`` runs
-    the query on polars' own thread, which needs no GIL until its result is fetched (a
-    ``ThreadPoolExecutor`` collecting the same queries contends for the GIL with the
-    main thread: 113-144 ms wall on the bench day against 99-103); polars marks the
-    mode unstable, and the version is pinned. A handle dropped while its query runs
-    aborts the process (polars panics on a thread of its own), so a check that fails
-    in between stops them and waits (``abandon``)."""
+    so no request becomes a Python object."""
 
     def __init__(self, sets: _Sets, members: pl.DataFrame):
         self._requests = sets.base["request_json"]
@@ -753,19 +712,19 @@ class _RerenderedHashes:
             .with_row_index("_at")
             .lazy()
         )
-        self._running: list = []
 
-    def submit(
+    def hashes(
         self,
         pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]],
         bounds: Mapping[int, tuple[str, str]],
         splices: Mapping[int, _Splice] | None = None,
-    ) -> None:
-        """Start hashing the calls of these classes (class id -> the recorded and today's
+    ) -> pl.Series:
+        """The hashes of the calls of these classes (class id -> the recorded and today's
         pieces; ``bounds``: today's ``around`` where known; ``splices``: a class's splice
-        where the class verdict derived it)."""
+        where the class verdict derived it), in the order of ``members``."""
+        out = pl.Series([None] * self._height, dtype=pl.String)
         if not pieces_of:
-            return
+            return out
         splices = splices or {}
         # per class: the set's recorded bytes around the call's own part, and today's
         ids = sorted(pieces_of)
@@ -782,7 +741,7 @@ class _RerenderedHashes:
             )
             for name, value in zip(_AROUND, values, strict=True):
                 arounds[name].append(value)
-        # a class's position among the submitted ones
+        # a class's position among the ones with pieces
         local = pl.col("_class").replace_strict(ids, range(len(ids)), return_dtype=pl.UInt32)
         # the stored bytes of these calls hash to their recorded hash (``_fast_eligible``), so
         # calls with one recorded hash hold the same bytes: grouped by it, not by the bytes
@@ -804,7 +763,7 @@ class _RerenderedHashes:
         # today's request leaves out) and a class without a splice go the slow way
         request, prefix, suffix = pl.col("_request"), pl.col("_recorded_prefix"), pl.col("_recorded_suffix")
         own = request.str.strip_prefix(prefix).str.strip_suffix(suffix)
-        query = distinct.select(
+        done = distinct.select(
             "_at",
             "_row",
             "_class",
@@ -814,15 +773,7 @@ class _RerenderedHashes:
             )
             .then(pl.concat_str(pl.col("_today_prefix"), own, pl.col("_today_suffix")).chash.sha2_256())
             .alias("_hash"),
-        )
-        self._running.append(query.collect(background=True))
-
-    def hashes(self, pieces_of: Mapping[int, tuple[dict[str, str] | None, dict[str, str]]]) -> pl.Series:
-        """The hashes, in the order of ``members`` (null where no class was submitted)."""
-        out = pl.Series([None] * self._height, dtype=pl.String)
-        if not self._running:
-            return out
-        done = pl.concat(self._results(), rechunk=True)
+        ).collect()
         hashes = done["_hash"]
         slow = hashes.is_null().arg_true()
         if len(slow):
@@ -832,26 +783,6 @@ class _RerenderedHashes:
             hashes = hashes.scatter(slow, pl.Series(by_parsing, dtype=pl.String))
         spread = done.select("_at", _hash=hashes).explode("_at")
         return out.scatter(spread["_at"], spread["_hash"])
-
-    def _results(self) -> list[pl.DataFrame]:
-        """Every query's result; the first error once all of them have finished."""
-        running, self._running = self._running, []
-        done, error = [], None
-        for query in running:
-            try:
-                done.append(query.fetch_blocking())
-            except Exception as e:  # each handle is waited for, whatever the others raise
-                error = error or e
-        if error is not None:
-            raise error
-        return done
-
-    def abandon(self) -> None:
-        """Stop the queries still running and wait for them to stop."""
-        for query in self._running:
-            query.cancel()
-        with contextlib.suppress(Exception):  # "query interrupted", or the query's own error
-            self._results()
 
 
 _SYSTEM_HOLE = "\x00system\x00"

@@ -29,7 +29,7 @@ from jinja2 import Template, nodes
 
 from pipelines.rot.ingredients import TemplateVersion
 from pipelines.rot.render import environment
-from pipelines.rot.rerender import SEEDS, DocRef, _ObservedDocument
+from pipelines.rot.template_inputs import SEEDS, DocRef, ObservedDocument
 
 SLOT_FUNCTION = "__rot_score_slot"
 _MARK = re.compile("\x00(\\d+)\x01(\\d+)\x00")
@@ -267,7 +267,7 @@ class PrintedScores:
 
         variables = json.loads(variables_json) if variables_json else {}
         seen: set[str] = set()
-        docs = [_ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": None}, seen) for d in documents]
+        docs = [ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": None}, seen) for d in documents]
         position = {id(doc): i for i, doc in enumerate(docs)}
 
         def slot(k: int, doc: Any) -> str:

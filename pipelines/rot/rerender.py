@@ -30,12 +30,13 @@ from jinja2 import TemplateSyntaxError, UndefinedError
 
 from pipelines.record.canonical import canonical_json, document_block, sha256_hex
 from pipelines.rot.ingredients import Ingredients, TemplateVersion
+from pipelines.rot.printed_scores import PrintedScores
 from pipelines.rot.render import render_template
+from pipelines.rot.template_inputs import SEEDS, DocRef, ObservedDocument
 
 # The second clock and seed the impurity probe renders under: a different
 # year, month, weekday, hour and minute than the first.
 PROBE_SHIFT = timedelta(days=397, hours=7, minutes=13, seconds=11)
-SEEDS = (0, 1)
 
 
 class SystemRender(NamedTuple):
@@ -52,15 +53,6 @@ class SystemRender(NamedTuple):
         """The rendered text (read for diffs only: a rendering from pieces makes its
         canonical JSON directly, and the JSON string reads back as the text exactly)."""
         return json.loads(self.canonical) if self.canonical is not None else None
-
-
-class DocRef(NamedTuple):
-    """A retrieved document as the record has it (a tuple: a run builds one per document
-    of every set, and a frozen dataclass costs several times as much to make)."""
-
-    doc_id: str
-    text: str | None
-    score: float | None
 
 
 _KEYS: dict[str, str] = {}
@@ -93,56 +85,6 @@ def _safe_error(error: Exception) -> str:
         line = f" (line {error.lineno})" if getattr(error, "lineno", None) else ""
         return f"{type(error).__name__}: {error.message}{line}"
     return type(error).__name__
-
-
-class _ObservedDocument(dict):
-    """A document as a template sees it (a plain dict to the template), noting
-    which fields the template read; "*" when it read the document whole."""
-
-    __slots__ = ("_seen",)
-
-    def __init__(self, fields: dict[str, Any], seen: set[str]):
-        super().__init__(fields)
-        self._seen = seen
-
-    def __getitem__(self, key):
-        self._seen.add(key)
-        return super().__getitem__(key)
-
-    def get(self, key, default=None):
-        self._seen.add(key)
-        return super().get(key, default)
-
-    def _whole(self):
-        self._seen.add("*")
-
-    def __iter__(self):
-        self._whole()
-        return super().__iter__()
-
-    def items(self):
-        self._whole()
-        return super().items()
-
-    def keys(self):
-        self._whole()
-        return super().keys()
-
-    def values(self):
-        self._whole()
-        return super().values()
-
-    def __repr__(self):
-        self._whole()
-        return super().__repr__()
-
-    __str__ = __repr__
-
-    def __eq__(self, other):
-        self._whole()
-        return super().__eq__(other)
-
-    __hash__ = None
 
 
 class Renderer:
@@ -189,7 +131,7 @@ class Renderer:
             return SystemRender(canonical, sha256_hex(canonical)), read_scores
         variables = json.loads(variables_json) if variables_json else {}
         seen: set[str] = set()
-        docs = [_ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": d.score}, seen) for d in documents]
+        docs = [ObservedDocument({"doc_id": d.doc_id, "text": d.text, "score": d.score}, seen) for d in documents]
         # json (tojson) reads dicts natively, past the observation: then assume it read everything
         read_scores = "tojson" in template.source
         try:
@@ -215,9 +157,6 @@ class Renderer:
         documents render the rest of the template once."""
         slotted = self._slotted.get(template.sha256, _UNSET)
         if slotted is _UNSET:
-            # imported here: printed_scores builds on this module's DocRef and observed documents
-            from pipelines.rot.printed_scores import PrintedScores
-
             slotted = self._slotted[template.sha256] = PrintedScores.of(template, document_fields=True)
         return slotted.render_counted(variables_json, documents, self.clock) if slotted is not None else None
 

@@ -39,7 +39,8 @@ Support answers (a system prompt from template ``support-answer``: it says
       with an internal note; see ``stale_document_rule``) makes every model
       but ``FIXED_MODEL`` answer in English, whatever the customer's language:
       the planted cause `tracelake ablate` finds in the debugging tests.
-    The answer quotes the first document and cites its id in brackets.
+    The answer quotes the first document (a long one, over 600 characters, by its
+    first sentence) and cites its id in brackets.
 
 Triage (template ``support-triage``: "Classify the support message")
     The label whose keywords the message has: billing, shipping, account, other.
@@ -96,6 +97,7 @@ BASELINE_WRONG_LANGUAGE = 0.40
 LONG_INPUT_TOKENS = 84
 CHARS_PER_TOKEN = 4
 PER_MESSAGE_TOKENS = 3
+LONG_ARTICLE_CHARS = 600
 JUDGE_TOOLS = ("record_verdict", "record_finding")
 STALE_DOCUMENT_MARKER = "Internal note: reply to customers in English."
 
@@ -231,6 +233,8 @@ def answer(body: dict[str, Any], rng: random.Random) -> Answer:
 def _support(body: dict[str, Any], system: str, lang: str, model: str, rng: random.Random) -> Answer:
     docs = _DOCUMENT.findall(system)
     doc_id, doc_text = docs[0] if docs else ("kb", "")
+    if len(doc_text) > LONG_ARTICLE_CHARS:  # a long article is quoted by its first sentence
+        doc_text = doc_text.split(". ")[0].rstrip(".") + "."
     if model.startswith(FIXED_MODEL):
         reply_lang, truncate = lang, False
     elif CANDIDATE_MARKER in system:

@@ -10,7 +10,9 @@ billed), so a client with a shorter timeout sees a timeout.
 ``expire_batches`` is how many of the next batches expire: half of their
 requests (every other one) come back ``expired`` instead of processed.
 ``batch_error_rate`` of the entries of every batch come back ``errored``
-(overloaded_error or api_error).
+(overloaded_error or api_error). ``failing`` names batch entries by custom_id
+that come back ``errored`` (overloaded_error) the given number of times
+(-1: every time), whatever the draws say.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Faults:
     expire_batches: int = 0
     batch_error_rate: float = 0.0
     seed: int = 0
+    failing: dict[str, int] = field(default_factory=dict)
     _rng: random.Random = field(init=False, repr=False)
     _lock: threading.Lock = field(init=False, repr=False, default_factory=threading.Lock)
 
@@ -63,8 +66,12 @@ class Faults:
                 return True
         return False
 
-    def batch_entry_error(self) -> str | None:
+    def batch_entry_error(self, custom_id: str | None = None) -> str | None:
         with self._lock:
+            left = self.failing.get(custom_id or "", 0)
+            if left:
+                self.failing[custom_id] = left - 1 if left > 0 else left
+                return "overloaded_error"
             if self.batch_error_rate and self._rng.random() < self.batch_error_rate:
                 return self._rng.choice(["overloaded_error", "api_error"])
         return None

@@ -1,9 +1,10 @@
 """Prompt caching as the API does it: a prefix marked with ``cache_control``
 (tools, then system) is written on first use and read for five minutes after.
 
-A prefix shorter than the model's minimum cacheable length (1,024 tokens;
-2,048 for Haiku) is not cached, and both cache counts stay 0, as on the API.
-``min_tokens`` overrides the minimum (``Simulator(cache_min_tokens=...)``).
+A prefix shorter than the model's minimum cacheable length (1,024 to 4,096
+tokens by model: the price table's ``cache_min_tokens``, as published) is not
+cached, and both cache counts stay 0, as on the API. ``min_tokens`` overrides
+the minimum (``Simulator(cache_min_tokens=...)``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipelines.llm.pricing import price
 from pipelines.simulator.behaviour import prefix_tokens
 
 TTL_SECONDS = 300
@@ -29,7 +31,7 @@ def _marked(body: dict[str, Any]) -> bool:
 
 
 def minimum(model: str) -> int:
-    return 2048 if "haiku" in model else 1024
+    return price(model).cache_min_tokens
 
 
 @dataclass

@@ -15,6 +15,18 @@ discount for batch entries. Everything is labelled simulated: ids start
 ``msg_sim_`` / ``msgbatch_sim_`` and every response has the header
 ``x-tracelake-simulated: true``. ``log`` holds one ``Received`` per HTTP
 request, faulted ones included, for comparing a ledger with what arrived.
+
+It behaves like the API as it is today (``today.py``): it reads the
+``anthropic-version`` header and refuses what that version refuses, answers a
+retired model with ``not_found_error``, enforces the batch limits (100,000
+requests, 256 MB), keeps batch results for 29 days of its clock
+(``advance(days=...)`` moves it) and caches a prefix only above the model's
+minimum. A batch is processed when it is due whether or not anyone polls it,
+as the provider does: ``bills`` includes batches nobody came back for.
+``holds`` stops a batch create for a while before or after the batch is made
+(``{"before_batch_create": s, "after_batch_create": s}``), so a test can kill
+the client at that point; a create whose client is gone when the hold ends
+is not made.
 """
 
 from __future__ import annotations
@@ -22,26 +34,27 @@ from __future__ import annotations
 import json
 import random
 import re
+import select
+import socket
 import threading
 import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from pipelines.llm.pricing import cost_usd
 from pipelines.record.canonical import request_sha256
 from pipelines.simulator import behaviour, sse
+from pipelines.simulator import today as api
 from pipelines.simulator.faults import ERRORS, Faults
 from pipelines.simulator.loopback import LoopbackServer
 from pipelines.simulator.prompt_cache import PromptCache
 
 SIMULATED_HEADER = "x-tracelake-simulated"
 CUSTOM_ID = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-# models that refuse sampling parameters (newer models reject temperature; see field notes)
-REFUSES_SAMPLING: dict[str, tuple[str, ...]] = {"claude-opus-5": ("temperature", "top_p", "top_k")}
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,7 @@ class _Batch:
     results: list[dict[str, Any]] | None = None
     ended_at: datetime | None = None
     deleted: bool = False
+    version: str = api.NEW_VERSION
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -91,7 +105,12 @@ def _iso(value: datetime | None) -> str | None:
 
 
 def _error(kind: str, message: str) -> dict[str, Any]:
-    return {"type": "error", "error": {"type": kind, "message": message}}
+    """The API's error body (with the request id it carries)."""
+    return {
+        "type": "error",
+        "error": {"type": kind, "message": message},
+        "request_id": f"req_sim_{uuid.uuid4().hex[:24]}",
+    }
 
 
 @dataclass
@@ -105,7 +124,14 @@ class Simulator(LoopbackServer):
     host: str = "127.0.0.1"
     port: int = 0
     log: list[Received] = field(default_factory=list)
-    bills: list[Bill] = field(default_factory=list)
+    # the date the API's retirements are judged on (None: today, UTC, plus advance())
+    today: date | None = None
+    # model family prefix -> parameters it refuses besides what today.py says (a refusal the
+    # client's rules do not know, for testing how it is learned)
+    refuses: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    max_batch_requests: int = api.MAX_BATCH_REQUESTS
+    max_batch_bytes: int = api.MAX_BATCH_BYTES
+    holds: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # reentrant: processing a batch (under the lock) bills each entry (under the lock)
@@ -113,6 +139,8 @@ class Simulator(LoopbackServer):
         self._seen: Counter[str] = Counter()
         self._batches: dict[str, _Batch] = {}
         self._cache = PromptCache(self.cache_min_tokens)
+        self._bills: list[Bill] = []
+        self._offset = timedelta()
 
     def handler(self) -> type[BaseHTTPRequestHandler]:
         return _handler(self)
@@ -131,14 +159,44 @@ class Simulator(LoopbackServer):
         return list(self._batches)
 
     def end_batches(self) -> None:
-        """Let every batch in progress end at its next poll (a test's stand-in for waiting hours)."""
+        """Let every batch in progress end now (a test's stand-in for waiting hours)."""
         with self._lock:
             for batch in self._batches.values():
                 batch.ends_after = 0.0
+        self.sweep()
+
+    def advance(self, *, days: float = 0, hours: float = 0) -> None:
+        """Move the simulator's clock forward (batch results expire after 29 days of it)."""
+        with self._lock:
+            self._offset += timedelta(days=days, hours=hours)
+
+    def now(self) -> datetime:
+        return datetime.now(UTC) + self._offset
+
+    def date(self) -> date:
+        return self.today or self.now().date()
+
+    def sweep(self) -> None:
+        """Process every batch that is due: the provider does, whether or not anyone polls."""
+        with self._lock:
+            for batch in self._batches.values():
+                if batch.results is None and (batch.cancel_at is not None or time.monotonic() >= batch.ends_after):
+                    self._process(batch)
+
+    @property
+    def bills(self) -> list[Bill]:
+        """Every request processed and billed (due batches processed first)."""
+        self.sweep()
+        with self._lock:
+            return list(self._bills)
 
     @property
     def billed_usd(self) -> float:
         return round(sum(b.cost_usd for b in self.bills), 8)
+
+    def billed_custom_ids(self) -> Counter[str]:
+        """How many times each batch custom_id was billed (more than once: paid twice)."""
+        return Counter(b.custom_id for b in self.bills if b.custom_id is not None)
 
     def _record(self, entry: Received) -> None:
         with self._lock:
@@ -156,19 +214,14 @@ class Simulator(LoopbackServer):
             self._seen[sha] += 1
         return random.Random(f"{self.seed}|{sha}|{n}")
 
-    def invalid(self, body: dict[str, Any]) -> str | None:
-        """Why the API would refuse this Messages body with a 400, or None."""
+    def invalid(self, body: dict[str, Any], version: str = api.NEW_VERSION) -> tuple[int, str, str] | None:
+        """(status, error type, message) the API refuses this Messages body with under ``version``, or None."""
         for name in ("model", "max_tokens", "messages"):
             if name not in body:
-                return f"{name}: Field required"
+                return 400, "invalid_request_error", f"{name}: Field required"
         if not isinstance(body["messages"], list) or not body["messages"]:
-            return "messages: at least one message is required"
-        model = str(body["model"])
-        for prefix, refused in REFUSES_SAMPLING.items():
-            for name in refused:
-                if model.startswith(prefix) and name in body:
-                    return f"`{name}` is not supported for model {model}"
-        return None
+            return 400, "invalid_request_error", "messages: at least one message is required"
+        return api.refusal(body, version, self.date(), self.refuses)
 
     def message(self, body: dict[str, Any], *, batch_id: str | None = None, custom_id: str | None = None) -> dict:
         """A Messages response to ``body``, billed."""
@@ -194,15 +247,20 @@ class Simulator(LoopbackServer):
         }
         bill = Bill(message["id"], body["model"], usage, cost_usd(body["model"], usage), batch_id, custom_id)
         with self._lock:
-            self.bills.append(bill)
+            self._bills.append(bill)
         return message
 
     # -- batches ----------------------------------------------------------------------------------
 
-    def create_batch(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def create_batch(self, body: dict[str, Any], version: str, size: int) -> tuple[int, dict[str, Any]]:
         requests = body.get("requests")
         if not isinstance(requests, list) or not requests:
             return 400, _error("invalid_request_error", "requests: at least one request is required")
+        if size > self.max_batch_bytes:
+            return 413, _error("request_too_large", f"Request exceeds the maximum size of {self.max_batch_bytes} bytes")
+        if len(requests) > self.max_batch_requests:
+            problem = f"requests: a batch holds at most {self.max_batch_requests} requests, got {len(requests)}"
+            return 400, _error("invalid_request_error", problem)
         ids = [r.get("custom_id") for r in requests]
         bad = next((c for c in ids if not isinstance(c, str) or not CUSTOM_ID.match(c)), None)
         if bad is not None or len(set(ids)) != len(ids):
@@ -211,9 +269,10 @@ class Simulator(LoopbackServer):
         batch = _Batch(
             id=f"msgbatch_sim_{uuid.uuid4().hex[:24]}",
             requests=requests,
-            created_at=datetime.now(UTC),
+            created_at=self.now(),
             ends_after=time.monotonic() + self.batch_seconds,
             expire=self.faults.expire_next_batch(),
+            version=version,
         )
         with self._lock:
             self._batches[batch.id] = batch
@@ -227,23 +286,25 @@ class Simulator(LoopbackServer):
                 result: dict[str, Any] = {"type": "canceled"}
             elif batch.expire and i % 2 == 1:
                 result = {"type": "expired"}
-            elif problem := self.invalid(params):
-                result = {"type": "errored", "error": _error("invalid_request_error", problem)}
-            elif kind := self.faults.batch_entry_error():
+            elif problem := self.invalid(params, batch.version):
+                result = {"type": "errored", "error": _error(problem[1], problem[2])}
+            elif kind := self.faults.batch_entry_error(custom_id):
                 result = {"type": "errored", "error": _error(kind, f"{kind} while processing (simulated)")}
             else:
                 message = self.message(params, batch_id=batch.id, custom_id=custom_id)
                 result = {"type": "succeeded", "message": message}
             results.append({"custom_id": custom_id, "result": result})
         batch.results = results
-        batch.ended_at = datetime.now(UTC)
+        batch.ended_at = self.now()
+
+    def archived(self, batch: _Batch) -> bool:
+        """Whether the batch's results are past the download window (29 days after creation)."""
+        return self.now() >= batch.created_at + timedelta(days=api.RESULTS_DAYS)
 
     def _batch_json(self, batch: _Batch) -> dict[str, Any]:
-        with self._lock:
-            due = batch.results is None and (batch.cancel_at is not None or time.monotonic() >= batch.ends_after)
-            if due:
-                self._process(batch)
+        self.sweep()
         ended = batch.results is not None
+        archived = ended and self.archived(batch)
         counts = Counter(r["result"]["type"] for r in batch.results or [])
         return {
             "id": batch.id,
@@ -260,8 +321,8 @@ class Simulator(LoopbackServer):
             "ended_at": _iso(batch.ended_at),
             "expires_at": _iso(batch.created_at + timedelta(hours=24)),
             "cancel_initiated_at": _iso(batch.cancel_at),
-            "archived_at": None,
-            "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended else None,
+            "archived_at": _iso(batch.created_at + timedelta(days=api.RESULTS_DAYS)) if archived else None,
+            "results_url": f"{self.url}/v1/messages/batches/{batch.id}/results" if ended and not archived else None,
         }
 
     def batch(self, batch_id: str) -> _Batch | None:
@@ -298,11 +359,13 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
                 except json.JSONDecodeError as e:
                     self._reply(method, path, "invalid", None, 400, _error("invalid_request_error", f"body: {e}"))
                     return
+            sim.sweep()
             route, batch_id = _route_of(method, path)
+            self.api_version = self.headers.get("anthropic-version") or api.NEW_VERSION
             platform_model = _platform_model(method, path)
             if platform_model is not None:  # Bedrock's or Vertex's path to Messages: the model is in the path
                 route, body = "messages", {**(body or {}), "model": platform_model}
-                body.pop("anthropic_version", None)
+                self.api_version = str(body.pop("anthropic_version", None) or self.api_version)
             if route is None:
                 self._reply(method, path, "unknown", body, 404, _error("not_found_error", f"no route {method} {path}"))
                 return
@@ -328,9 +391,10 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
         # -- routes -------------------------------------------------------------------------------
 
         def _messages(self, method: str, path: str, body: dict[str, Any]) -> None:
-            problem = sim.invalid(body)
+            problem = sim.invalid(body, self.api_version)
             if problem:
-                self._reply(method, path, "messages", body, 400, _error("invalid_request_error", problem))
+                status, kind, message = problem
+                self._reply(method, path, "messages", body, status, _error(kind, message))
                 return
             message = sim.message(body)
             if body.get("stream"):
@@ -341,12 +405,31 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             self._record(method, path, "messages", body, 200, response_id=message["id"])
 
         def _count_tokens(self, method: str, path: str, body: dict[str, Any]) -> None:
+            problem = api.refusal(body, self.api_version, sim.date(), sim.refuses)
+            if problem:
+                status, kind, message = problem
+                self._reply(method, path, "count_tokens", body, status, _error(kind, message))
+                return
             self._reply(method, path, "count_tokens", body, 200, {"input_tokens": behaviour.input_tokens(body)})
 
         def _batch_create(self, method: str, path: str, body: dict[str, Any]) -> None:
-            status, payload = sim.create_batch(body)
             ids = tuple(r.get("custom_id") for r in body.get("requests") or [])
+            size = int(self.headers.get("content-length") or 0)
+            if not self._hold("before_batch_create", method, path, ids):
+                return  # the client went away before the batch was made: nothing was created
+            status, payload = sim.create_batch(body, self.api_version, size)
+            if status == 200:
+                self._hold("after_batch_create", method, path, ids, payload["id"])
             self._reply(method, path, "batch_create", body, status, payload, batch=payload.get("id"), custom_ids=ids)
+
+        def _hold(self, point: str, method: str, path: str, ids: tuple, batch: str | None = None) -> bool:
+            """Wait at ``point`` when ``sim.holds`` says so; False when the client has gone meanwhile."""
+            seconds = sim.holds.get(point)
+            if not seconds:
+                return True
+            self._record(method, path, "batch_create", None, 0, fault=f"held_{point}", batch=batch, custom_ids=ids)
+            time.sleep(seconds)
+            return not _closed(self.connection)
 
         def _batch_list(self, method: str, path: str, body: dict[str, Any]) -> None:
             query = dict(p.split("=", 1) for p in self.path.partition("?")[2].split("&") if "=" in p)
@@ -372,6 +455,10 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             if batch.results is None:
                 problem = _error("invalid_request_error", f"batch {batch.id} is still in progress; no results yet")
                 self._reply(method, path, "batch_results", None, 400, problem, batch=batch.id)
+                return
+            if sim.archived(batch):
+                problem = _error("not_found_error", f"the results of batch {batch.id} are no longer available")
+                self._reply(method, path, "batch_results", None, 404, problem, batch=batch.id)
                 return
             data = "".join(json.dumps(r) + "\n" for r in batch.results).encode()
             self._send(200, data, "application/binary")
@@ -402,7 +489,10 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client is gone (killed): it never reads this
+                self.close_connection = True
 
         def _reply(
             self,
@@ -449,6 +539,15 @@ def _handler(sim: Simulator) -> type[BaseHTTPRequestHandler]:
 # AnthropicVertex): the model in the path, ``anthropic_version`` in the body.
 BEDROCK_PATH = re.compile(r"^/model/(?P<model>[^/]+)/invoke$")
 VERTEX_PATH = re.compile(r"^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/(?P<model>[^/:]+):rawPredict$")
+
+
+def _closed(connection: socket.socket) -> bool:
+    """Whether the client closed its end (a killed process's socket reads empty)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
 
 
 def _platform_model(method: str, path: str) -> str | None:

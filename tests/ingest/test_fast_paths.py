@@ -283,7 +283,8 @@ def test_llm_spans_are_the_reference_rows(tmp_path):
 def test_a_write_in_one_chunk_stores_the_rows_of_many(tmp_path):
     """Rows arriving as many record batches (one per source object) are written in one
     chunk per column: the table read back holds exactly them."""
-    from pipelines.resources.warehouse import Warehouse, one_chunk
+    from pipelines.delta import one_chunk
+    from pipelines.resources.warehouse import Warehouse
 
     day, objects = _day_objects(tmp_path, 120, 3)
     batch = ingest_objects(objects, day, "run", datetime(2026, 11, 21, tzinfo=UTC))

@@ -15,7 +15,8 @@ import zstandard
 
 from pipelines.ingest import SourceObject, ingest_object
 from pipelines.resources import object_store
-from pipelines.resources.object_store import CorruptObject, ObjectStore, SourceUnavailable, decompress
+from pipelines.resources.object_store import CorruptObject, ObjectStore, decompress
+from pipelines.retrying import SourceUnavailable
 from tests.environments import S3
 from tests.fault_proxy import FaultProxy
 

@@ -12,6 +12,7 @@ output are searched for the planted raw values.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -195,7 +196,7 @@ def test_forget_with_the_raw_email_erases_the_pseudonymized_user(ingested, tmp_p
     settings, _, tmp, _, _ = ingested
     copy = tmp_path / "warehouse"
     shutil.copytree(tmp / "warehouse", copy)
-    warehouse = settings.warehouse().model_copy(update={"uri": str(copy)})
+    warehouse = dataclasses.replace(settings.warehouse(), uri=str(copy))
     assert warehouse.read("calls").height == 2
     report = forget_user(
         warehouse, USER_EMAIL, key=b"erasure-key-0123456789abcdef", requested_by="ticket-42", now=datetime.now(UTC)

@@ -4,6 +4,7 @@ warehouse as dg.EnvVar references, never as config values the UI shows."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from datetime import date
 
@@ -63,7 +64,7 @@ def test_aws_secrets_are_environment_references(monkeypatch, tmp_path):
     resource = settings.resources()["warehouse"]
     assert isinstance(resource.secret_access_key, dg.EnvVar) and isinstance(resource.access_key_id, dg.EnvVar)
     # used directly (CLI), the reference resolves to the value
-    direct = settings.warehouse().model_copy(update={"uri": "s3://bucket/wh"})
+    direct = dataclasses.replace(settings.warehouse(), uri="s3://bucket/wh")
     assert direct.storage_options()["AWS_SECRET_ACCESS_KEY"] == SECRET
     # what Dagster stores and shows (the job snapshot's config defaults) names the variable, not the value
     write_source(tmp_path)

@@ -122,3 +122,13 @@ def test_over_budget_the_judge_sends_nothing_and_says_why(traces, warehouse):
         run = judge(chosen, _all_judged(chosen), policy, simulated_llm(sim), warehouse, run_id="r1")
         assert [r for r in sim.log if r.route in ("messages", "batch_create")] == []
     assert run.skipped.startswith("skipped: ") and "above the cap" in run.skipped and run.findings == []
+
+
+def test_the_deployments_budget_caps_the_judge_whatever_its_policy_allows(traces, warehouse):
+    # the policy allows $5; TRACELAKE_LLM_BUDGET_USD (the resource's budget_usd) allows next to nothing
+    assert POLICY.judge.budget_usd == 5.0
+    chosen = [traces["plain-upstream"]]
+    with running() as sim:
+        run = judge(chosen, _all_judged(chosen), POLICY, simulated_llm(sim, budget_usd=0.0000001), warehouse, "r1")
+        assert [r for r in sim.log if r.route in ("messages", "batch_create")] == []
+    assert "above the cap of $0.0000 for this run" in run.skipped and run.findings == []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import polars as pl
 import pytest
 
 from pipelines.resources.llm import LLMRequest
@@ -43,3 +44,8 @@ def chat(i: int, *, model: str = MODEL, temperature: float | None = 0.0, **body:
 
 def requests(n: int, mode: str = "pinned", **body: Any) -> list[LLMRequest]:
     return [LLMRequest(body=chat(i, **body), purpose="replay", mode=mode, candidate="c1") for i in range(n)]
+
+
+def provider_batches(warehouse: Warehouse) -> pl.DataFrame:
+    """``llm_batches`` without the write-ahead rows (``submit_<uuid>``) written before each create."""
+    return warehouse.read("llm_batches").filter(~pl.col("batch_id").str.starts_with("submit_"))

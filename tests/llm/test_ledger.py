@@ -15,7 +15,12 @@ import pytest
 
 from pipelines.resources.llm import BudgetExceeded, LLMRequest
 from pipelines.simulator import Faults, running, simulated_llm
-from tests.llm.conftest import chat, requests
+from tests.llm.conftest import chat, provider_batches, requests
+
+
+def provider_batches_or_none(warehouse) -> bool:
+    """True while no provider batch has been recorded yet."""
+    return warehouse.version("llm_batches") is None or provider_batches(warehouse).is_empty()
 
 
 def versions(warehouse) -> tuple:
@@ -78,7 +83,7 @@ def test_faults_every_request_ends_and_the_ledger_matches_the_simulator(warehous
     assert one_by_one["attempts"].sum() == len(sim.received("messages"))  # faulted attempts counted too
     assert one_by_one["attempts"].max() > 1
 
-    batches = warehouse.read("llm_batches")
+    batches = provider_batches(warehouse)
     created = {r.batch_id: set(r.custom_ids) for r in sim.received("batch_create", 200)}
     assert set(batches["batch_id"]) == set(created) and (batches["state"] == "ended").all()
     in_batches = ledger.filter(pl.col("batch_id").is_not_null() & (pl.col("status") == "succeeded"))
@@ -110,14 +115,14 @@ def test_a_run_killed_while_polling_resumes_its_batch(warehouse):
         )
         try:
             deadline = time.monotonic() + 60
-            while warehouse.version("llm_batches") is None or len(sim.received("batch_retrieve")) < 2:
+            while provider_batches_or_none(warehouse) or len(sim.received("batch_retrieve")) < 2:
                 assert process.poll() is None, "the run ended before it was killed"
                 assert time.monotonic() < deadline, "the run never persisted its batch"
                 time.sleep(0.05)
         finally:
             process.kill()
             process.wait()
-        [persisted] = warehouse.read("llm_batches").to_dicts()
+        [persisted] = provider_batches(warehouse).to_dicts()
         assert persisted["state"] == "in_progress" and persisted["run_id"] == "killed"
         assert warehouse.version("llm_requests") is None  # nothing came back before the kill
 
@@ -127,7 +132,7 @@ def test_a_run_killed_while_polling_resumes_its_batch(warehouse):
     assert len(sim.received("batch_create")) == 1  # no second batch
     assert {r.batch_id for r in results} == {persisted["batch_id"]}
     assert all(r.status == "succeeded" for r in results) and len(results) == 8
-    [ended] = warehouse.read("llm_batches").to_dicts()
+    [ended] = provider_batches(warehouse).to_dicts()
     assert ended["batch_id"] == persisted["batch_id"] and ended["state"] == "ended" and ended["succeeded"] == 8
 
 
@@ -153,7 +158,7 @@ def test_a_batch_the_provider_no_longer_knows_is_sent_again(warehouse):
     with running(batch_seconds=3600) as gone:
 
         def stop_once_persisted() -> None:  # the provider vanishes while the run polls
-            while warehouse.version("llm_batches") is None:
+            while provider_batches_or_none(warehouse):
                 time.sleep(0.02)
             gone.stop()
 
@@ -165,7 +170,7 @@ def test_a_batch_the_provider_no_longer_knows_is_sent_again(warehouse):
     with running() as fresh:
         results = list(simulated_llm(fresh).run(requests(3), warehouse, run_id="b"))
     assert all(r.status == "succeeded" for r in results) and len(results) == 3
-    states = dict(warehouse.read("llm_batches").select("run_id", "state").iter_rows())
+    states = dict(provider_batches(warehouse).select("run_id", "state").iter_rows())
     assert states == {"a": "not_found", "b": "ended"}
     assert len(fresh.received("batch_create", 200)) == 1
 

@@ -16,6 +16,7 @@ import pytest
 
 from pipelines.demo import support
 from pipelines.demo.people import population
+from pipelines.llm.lifecycle import load as load_lifecycle
 from pipelines.resources.llm import LLM, LLMRequest
 from pipelines.settings import Settings
 from pipelines.simulator import behaviour, simulated_llm
@@ -24,15 +25,18 @@ from tests.llm.conftest import MODEL, SUPPORT_SYSTEM, chat, requests
 BASELINE = "claude-sonnet-4-5-20250929"
 
 
-def client(sim) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=sim.url, api_key="test", max_retries=0)
+def client(sim, api_version: str | None = None) -> anthropic.Anthropic:
+    headers = {"anthropic-version": api_version} if api_version else None
+    return anthropic.Anthropic(base_url=sim.url, api_key="test", max_retries=0, default_headers=headers)
 
 
 def test_streaming_gives_the_same_message_as_create(sim):
+    # temperature 0 pins an answer; only the older API version still takes it
     body = chat(1, system=SUPPORT_SYSTEM.format(language="English"))
     temperature = body.pop("temperature")
-    created = client(sim).messages.with_raw_response.create(**body, extra_body={"temperature": temperature})
-    with client(sim).messages.stream(**body, extra_body={"temperature": temperature}) as stream:
+    old = client(sim, "2023-06-01")
+    created = old.messages.with_raw_response.create(**body, extra_body={"temperature": temperature})
+    with old.messages.stream(**body, extra_body={"temperature": temperature}) as stream:
         streamed = stream.get_final_message()
         assert stream.response.headers["x-tracelake-simulated"] == "true"
     message = created.parse()
@@ -44,11 +48,14 @@ def test_streaming_gives_the_same_message_as_create(sim):
 
 
 def demo_requests(language: str, n: int) -> list[dict]:
-    """Real demo support.answer requests of customers writing in ``language``."""
+    """Real demo support.answer requests of customers writing in ``language``, on the model a
+    replay sends them on today (the demo records them on a retired one: its substitute)."""
     people = [p for p in population(11) if p.language == language]
     rng = random.Random(5)
     when = datetime(2026, 11, 20, 12, tzinfo=UTC)
-    return [support.answer_call(rng, rng.choice(people), when, f"t{i}")["request"] for i in range(n)]
+    bodies = [support.answer_call(rng, rng.choice(people), when, f"t{i}")["request"] for i in range(n)]
+    lifecycle = load_lifecycle()
+    return [{**b, "model": lifecycle.replacement(b["model"]) or b["model"]} for b in bodies]
 
 
 def answered(sim, bodies: list[dict], *, mode: str, samples: int = 1):
@@ -196,18 +203,60 @@ def test_prompt_caching_reads_the_shared_prefix_and_costs_less(sim, warehouse):
 
 
 @pytest.mark.parametrize("batch", [False, True])
-def test_a_refused_sampling_parameter_is_dropped_and_recorded(sim, warehouse, batch):
-    todo = [LLMRequest(body=chat(1, model="claude-opus-5", temperature=0.2, top_k=5), purpose="judge", mode="m")]
-    [result] = simulated_llm(sim).run(todo, warehouse, run_id="r", batch=batch)
-    assert result.status == "succeeded"
-    [row] = warehouse.read("llm_requests").to_dicts()
-    sampling = json.loads(row["sampling_json"])
-    assert sampling == {"temperature": {"value": 0.2, "accepted": False}, "top_k": {"value": 5, "accepted": False}}
-    refusals = [r for r in sim.log if r.status == 400] if not batch else sim.received("batch_create", 200)
-    assert len(refusals) == (2 if not batch else 3)  # refused twice (one parameter each), then sent without them
-    last = sim.received("messages", 200)[-1].body if not batch else sim.received("batch_create")[-1].body
-    sent = last if not batch else last["requests"][0]["params"]
-    assert "temperature" not in sent and "top_k" not in sent and sent["max_tokens"] == 200
+@pytest.mark.parametrize(
+    ("api_version", "model", "reason"),
+    [
+        (None, MODEL, "api_2026_10_21_refuses_sampling"),  # the SDK's default version refuses them everywhere
+        ("2023-06-01", "claude-opus-5", "model_refuses_sampling"),  # the older one, on a model that refuses them
+    ],
+)
+def test_refused_sampling_parameters_are_removed_before_sending(sim, warehouse, batch, api_version, model, reason):
+    todo = [
+        LLMRequest(body=chat(i, model=model, temperature=0.2, top_k=5), purpose="judge", mode="m") for i in range(3)
+    ]
+    results = list(simulated_llm(sim, api_version=api_version).run(todo, warehouse, run_id="r", batch=batch))
+    assert [r.status for r in results] == ["succeeded"] * 3
+    assert [r for r in sim.log if r.status >= 400] == []  # not one 400: the rules removed them up front
+    for row in warehouse.read("llm_requests").to_dicts():
+        sampling = json.loads(row["sampling_json"])
+        assert sampling == {"temperature": {"value": 0.2, "accepted": False}, "top_k": {"value": 5, "accepted": False}}
+        assert json.loads(row["dropped_json"]) == {"temperature": reason, "top_k": reason}
+        assert row["api_version"] == (api_version or "2026-10-21")
+        assert row["sent_request_sha256"] != row["request_sha256"]  # what was sent is not what was asked
+    bodies = [r.body for r in sim.received("messages", 200)] or [
+        e["params"] for b in sim.received("batch_create", 200) for e in b.body["requests"]
+    ]
+    assert len(bodies) == 3 and all("temperature" not in b and "top_k" not in b for b in bodies)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_refusal_the_rules_do_not_know_is_learned_once_and_applied_to_the_rest_of_the_run(warehouse, batch):
+    from pipelines.simulator import running
+
+    # this API refuses top_k on Haiku 4.5 under 2023-06-01; parameters.yaml does not say so
+    with running(refuses={"claude-haiku-4-5": ("top_k",)}) as sim:
+        llm = simulated_llm(sim, api_version="2023-06-01", max_workers=1)
+        first = [LLMRequest(body=chat(i, model="claude-haiku-4-5", top_k=5), purpose="r", mode="m") for i in range(4)]
+        results = list(llm.run(first, warehouse, run_id="run-1", batch=batch))
+        later = [LLMRequest(body=chat(i, model="claude-haiku-4-5", top_k=5), purpose="r", mode="n") for i in range(4)]
+        results += list(llm.run(later, warehouse, run_id="run-1", batch=batch))
+        refused = [r for r in sim.log if r.status == 400] if not batch else []
+        if batch:
+            entries = [e for b in sim.received("batch_create", 200) for e in b.body["requests"]]
+            with_top_k = [e for e in entries if "top_k" in e["params"]]
+        # a new run starts from the rules again: it learns on its own first 400
+        fresh = [LLMRequest(body=chat(9, model="claude-haiku-4-5", top_k=5), purpose="r", mode="o")]
+        results += list(llm.run(fresh, warehouse, run_id="run-2", batch=batch))
+    assert [r.status for r in results] == ["succeeded"] * 9
+    if batch:  # the first batch carried it (all 4 entries errored, unbilled); every later entry went without it
+        assert len(with_top_k) == 4 and all(e["custom_id"] in {r.key for r in first} for e in with_top_k)
+    else:  # one 400, then every request of the run without it
+        assert len(refused) == 1
+    ledger = warehouse.read("llm_requests").to_dicts()
+    assert all(json.loads(r["dropped_json"]) == {"top_k": "learned_from_400"} for r in ledger)
+    assert all(json.loads(r["sampling_json"])["top_k"]["accepted"] is False for r in ledger)
+    # temperature alone is taken by Haiku 4.5 under 2023-06-01: kept
+    assert all(json.loads(r["sampling_json"])["temperature"]["accepted"] for r in ledger)
 
 
 def test_count_tokens_estimate_matches_the_simulator(sim, warehouse):
@@ -221,13 +270,14 @@ def test_count_tokens_estimate_matches_the_simulator(sim, warehouse):
     assert simulated_llm(sim).estimate(todo, warehouse).input_tokens >= counted.input_tokens  # documented: pessimistic
 
 
-def test_settings_choose_the_backend_from_the_environment(sim, monkeypatch):
+def test_settings_choose_the_backend_from_the_environment(sim, warehouse, monkeypatch):
     for name in ("TRACELAKE_LLM", "TRACELAKE_LLM_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     off = Settings.from_env().llm()
     assert off.backend == "off" and not off.available()
+    assert list(off.run([], warehouse, run_id="r")) == []  # nothing to send needs no backend
     with pytest.raises(RuntimeError, match="ANTHROPIC_API_KEY"):
-        off.run([], None, run_id="r")
+        list(off.run(requests(1), warehouse, run_id="r"))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-not-real")
     api = Settings.from_env().llm()
     assert api.backend == "api" and "sk-test" not in repr(api)  # the key is read at run time, never config
@@ -294,3 +344,87 @@ def test_bedrock_and_vertex_clients_go_through_the_same_resource(sim, warehouse,
     assert set(ledger["backend"]) == {backend} and ledger["cost_usd"].sum() == pytest.approx(sim.billed_usd)
     if backend == "vertex":
         assert all(p.endswith(f"/models/{MODEL}:rawPredict") for p in paths)
+
+
+def test_today_the_api_refuses_sampling_parameters_on_messages_batches_and_count_tokens(sim):
+    today, old = client(sim), client(sim, "2023-06-01")
+    body = chat(1, temperature=None)
+    for call in (
+        lambda c: c.messages.create(**body, extra_body={"temperature": 1.0}),  # even at its default value
+        lambda c: c.messages.count_tokens(model=MODEL, messages=body["messages"], extra_body={"top_p": 0.9}),
+    ):
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            call(today)
+        assert refused.value.status_code == 400
+        assert refused.value.body["type"] == "error" and refused.value.body["request_id"].startswith("req_sim_")
+        error = refused.value.body["error"]
+        assert error["type"] == "invalid_request_error" and error["message"].endswith("Extra inputs are not permitted")
+        call(old)  # the older API version still takes them on this model
+    batch = today.messages.batches.create(requests=[{"custom_id": "t-1", "params": {**body, "top_k": 5}}])
+    [entry] = list(today.messages.batches.results(batch.id))
+    assert (
+        entry.result.type == "errored" and entry.result.error.error.message == "top_k: Extra inputs are not permitted"
+    )
+    # the older version, a 4.5-class model: temperature with top_p is refused, either alone is taken
+    with pytest.raises(anthropic.BadRequestError, match="cannot both be specified"):
+        old.messages.create(**{**body, "model": "claude-haiku-4-5"}, extra_body={"temperature": 0.5, "top_p": 0.9})
+    old.messages.create(**{**body, "model": "claude-haiku-4-5"}, extra_body={"temperature": 0.5})
+
+
+@pytest.mark.parametrize(
+    "model", ["claude-sonnet-4-5-20250929", "claude-sonnet-4-20250514", "claude-opus-4-1-20250805"]
+)
+def test_a_retired_model_is_answered_not_found_as_the_api_does(sim, model):
+    body = {**chat(1, temperature=None), "model": model}
+    with pytest.raises(anthropic.NotFoundError) as gone:
+        client(sim).messages.create(**body)
+    assert gone.value.body["error"] == {"type": "not_found_error", "message": f"model: {model}"}
+    batch = client(sim).messages.batches.create(requests=[{"custom_id": "r-1", "params": body}])
+    [entry] = list(client(sim).messages.batches.results(batch.id))
+    assert entry.result.type == "errored" and entry.result.error.error.type == "not_found_error"
+    assert sim.bills == []
+
+
+def test_a_batch_over_the_apis_limits_is_refused():
+    from pipelines.simulator import running
+
+    with running(max_batch_requests=3, max_batch_bytes=4_000) as small:
+        api = client(small)
+        with pytest.raises(anthropic.BadRequestError, match="at most 3 requests"):
+            api.messages.batches.create(
+                requests=[{"custom_id": f"c-{i}", "params": chat(i, temperature=None)} for i in range(4)]
+            )
+        big = {**chat(1, temperature=None), "system": "x" * 5_000}
+        with pytest.raises(anthropic.APIStatusError) as too_large:
+            api.messages.batches.create(requests=[{"custom_id": "c-1", "params": big}])
+        assert too_large.value.status_code == 413 and too_large.value.body["error"]["type"] == "request_too_large"
+        assert small.batch_ids == []
+
+
+def test_the_cache_minimum_depends_on_the_model(sim):
+    # about 2,500 prefix tokens: over Sonnet 4.6's 1,024, under Haiku 4.5's 4,096
+    system = [{"type": "text", "text": "Refunds and shipping policy. " * 340, "cache_control": {"type": "ephemeral"}}]
+    usage = {}
+    for model in ("claude-sonnet-4-6", "claude-haiku-4-5"):
+        for _ in range(2):
+            message = client(sim).messages.create(**{**chat(1, temperature=None), "model": model, "system": system})
+        usage[model] = message.usage
+    assert usage["claude-sonnet-4-6"].cache_read_input_tokens > 2_000
+    assert (
+        usage["claude-haiku-4-5"].cache_read_input_tokens == 0 == usage["claude-haiku-4-5"].cache_creation_input_tokens
+    )
+
+
+def test_batch_results_can_be_read_for_29_days():
+    from pipelines.simulator import running
+
+    with running() as sim:
+        api = client(sim)
+        batch = api.messages.batches.create(requests=[{"custom_id": "k-1", "params": chat(1, temperature=None)}])
+        sim.advance(days=28)
+        assert [e.custom_id for e in api.messages.batches.results(batch.id)] == ["k-1"]
+        sim.advance(days=1)
+        archived = api.messages.batches.retrieve(batch.id)
+        assert archived.archived_at is not None and archived.results_url is None
+        with pytest.raises(anthropic.AnthropicError):
+            list(api.messages.batches.results(batch.id))

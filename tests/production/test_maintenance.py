@@ -9,9 +9,10 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from assets.maintenance import maintenance, maintenance_schedule
+from pipelines.delta import WRITER_PROPERTIES, to_arrow
 from pipelines.maintenance import maintain, table_files
 from pipelines.record.schema import PARTITIONS
-from pipelines.resources.warehouse import WRITER_PROPERTIES, Warehouse, to_arrow
+from pipelines.resources.warehouse import Warehouse
 
 DAY = date(2026, 11, 29)
 

@@ -76,14 +76,24 @@ def test_capture_and_pinned_replay_send_the_recorded_request(recorded_day, sim):
         if row["fidelity"] == "ineligible":
             continue
         recorded = json.loads(by_call[row["call_id"]]["request_json"])
-        assert row["request_sha256"] == request_sha256(recorded)  # the recorded request, as sent
+        # the recorded request, on the retired model's substitute (the demo records on claude-sonnet-4-5-20250929)
+        assert row["substituted_from"] == recorded["model"] == "claude-sonnet-4-5-20250929"
+        assert row["request_sha256"] == request_sha256({**recorded, "model": "claude-sonnet-4-6"})
+        assert row["old_source"] == "recorded_baseline" and "model_substituted" in row["fidelity_reasons"]
         assert row["status"] == "succeeded" and row["simulated"]
         assert set(row["divergence"]) <= {"output_text", "finish_reason", "tool_calls", "response_model"}
         assert "output_text" in row["divergence"]  # the simulator does not write what production wrote
-    pinned_sent = [b for b in sent_bodies(sim, before) if b.get("temperature") == 0]
-    assert len(pinned_sent) == sum(r["fidelity"] != "ineligible" for r in pinned)
-    assert all("top_p" not in b and "top_k" not in b for b in pinned_sent)
-    assert all(json.loads(by_call[r["call_id"]]["request_json"])["messages"] for r in pinned)
+    # pinned asks for temperature 0, which API version 2026-10-21 refuses: removed before sending, and said so
+    asked = [r for r in pinned if r["fidelity"] != "ineligible"]
+    pinned_keys = {r["request_key"] for r in asked}
+    ledger = recorded_day.settings.warehouse().read("llm_requests", pl.col("request_key").is_in(sorted(pinned_keys)))
+    assert ledger.height == len(pinned_keys)
+    assert all(json.loads(j)["temperature"] == "api_2026_10_21_refuses_sampling" for j in ledger["dropped_json"])
+    assert all("parameters_dropped" in r["fidelity_reasons"] for r in asked)
+    sent = {request_sha256(b) for b in sent_bodies(sim, before)}
+    assert set(ledger["sent_request_sha256"]) <= sent
+    assert not [b for b in sent_bodies(sim, before) if {"temperature", "top_p", "top_k"} & set(b)]
+    assert not [r for r in sim.log[before:] if r.status >= 400]  # nothing refused
 
 
 def test_rotted_calls_replay_approximate_with_components_never_exact(recorded_day, sim):
@@ -123,11 +133,14 @@ def test_diff_replay_of_a_template_candidate_with_a_paired_baseline(recorded_day
     assert sum(CANDIDATE_MARKER in _text(b.get("system")) for b in replayed) == len({r["request_key"] for r in sent})
     # re-rendered from the frozen ingredients: the recorded document texts, not today's rebuilt index
     calls = {c["call_id"]: c for c in recorded_day.settings.warehouse().read("calls").to_dicts()}
+    sent_hashes = dict(
+        recorded_day.settings.warehouse().read("llm_requests").select("request_key", "sent_request_sha256").iter_rows()
+    )
     for row in sent:
         assert row["baseline_request_key"] and row["old_source"] == "baseline"
         assert row["baseline_request_key"] != row["request_key"]
         docs = calls[row["call_id"]]["retrieval"]["documents"]
-        body = next(b for b in bodies if request_sha256(as_recorded(b)) == row["request_sha256"])
+        body = next(b for b in bodies if request_sha256(b) == sent_hashes[row["request_key"]])
         assert all(d["text"] in _text(body["system"]) for d in docs)
     # compared by the pairwise judge, in both orders, unless the outputs are identical
     pt = [r for r in sent if r["language"] == "pt-BR"]
@@ -139,11 +152,16 @@ def test_diff_replay_of_a_template_candidate_with_a_paired_baseline(recorded_day
         r["verdict"] == "regressed" and r["decided_by"].startswith("pairwise_judge") for r in long_en
     )
     judged = [r for r in sent if r["decided_by"].startswith("pairwise_judge")]
-    assert all(r["judge_cost_usd"] > 0 for r in judged)
+    # two calls that render the same requests and got the same answers share their judge requests: billed once
+    shared = [r for r in judged if r["judge_cost_usd"] == 0]
+    billed = [r for r in judged if r["judge_cost_usd"] > 0]
+    assert all(
+        any((t["old_output"], t["new_output"]) == (r["old_output"], r["new_output"]) for t in billed) for r in shared
+    )
     assert all(r["decided_by"] == "exact_match" for r in sent if r not in judged)
     ledger = recorded_day.settings.warehouse().read("llm_requests", pl.col("purpose") == "judge")
     ledger = ledger.filter(pl.col("candidate") == "support-answer-v4")
-    assert ledger.height == 2 * len(judged)  # both orders of each judged pair
+    assert ledger.height == 2 * len(billed)  # both orders of each judged pair
     assert ledger["cost_usd"].sum() == pytest.approx(sum(r["judge_cost_usd"] for r in judged), abs=1e-6)
     judge_bodies = [b for b in bodies if b.get("tool_choice", {}).get("name") == "record_verdict"]
     assert len(judge_bodies) == ledger.height

@@ -29,7 +29,7 @@ from pipelines.rot.grouped import VERDICT_FIELDS, check_frame
 from pipelines.rot.ingredients import TemplateVersion
 from pipelines.rot.printed_scores import PrintedScores, never_reads_scores
 from pipelines.rot.render import render_template
-from pipelines.rot.rerender import DocRef
+from pipelines.rot.template_inputs import DocRef
 
 DAY = date(2026, 11, 20)
 CLOCK = datetime(2026, 11, 21, 3, 0, tzinfo=UTC)
@@ -101,34 +101,6 @@ def test_grouped_verdicts_are_the_per_call_verdicts_on_demo_days(day):
     assert {"template_changed", "document_changed", "document_missing", "model_alias_moved"} <= components
     rerendered = got.filter(pl.col("status") == "rotted")["rerendered_sha256"]
     assert rerendered.null_count() == 0 and rerendered.n_unique() > 1
-
-
-def test_a_check_that_fails_while_hashes_run_raises_its_error(day, monkeypatch):
-    """The rotted calls' hashes run in the background while later classes are judged; a
-    class that fails then must surface as its error, with the queries stopped and waited
-    for (polars aborts the process when a running query's handle is dropped)."""
-    from pipelines.rot import grouped
-    from pipelines.rot.class_verdict import ClassJudge
-
-    (frame, checker), _ = day
-    submitted, hashers = [], []
-    submit, judge = grouped._RerenderedHashes.submit, ClassJudge.judge
-
-    def submit_and_note(self, pieces_of, *args, **kwargs):
-        submit(self, pieces_of, *args, **kwargs)
-        submitted.append(len(pieces_of))
-        hashers.append(self)
-
-    def judge_until_hashing(self, *args, **kwargs):
-        if any(submitted):
-            raise RuntimeError("a class that fails")
-        return judge(self, *args, **kwargs)
-
-    monkeypatch.setattr(grouped._RerenderedHashes, "submit", submit_and_note)
-    monkeypatch.setattr(ClassJudge, "judge", judge_until_hashing)
-    with pytest.raises(RuntimeError, match="a class that fails"):
-        check_frame(Checker(checker.ingredients, checker.clock), frame)
-    assert any(submitted) and all(not h._running for h in hashers)
 
 
 def _rehashed(request_json: str) -> dict:
@@ -305,7 +277,7 @@ def test_the_splice_in_polars_hashes_what_parsing_each_request_hashes():
     """``_RerenderedHashes`` (recorded bytes stripped, today's concatenated, sha256 in
     polars) against ``_rerendered_by_parsing`` on the same requests: multi-byte text, a
     metadata value, a falsy one (left out today), and bytes the set's prefix does not bound;
-    a class submitted in a later batch, and calls of a class never submitted (null)."""
+    two classes with other pieces, and calls of a class without pieces (null)."""
     from types import SimpleNamespace
 
     from pipelines.rot.grouped import _rerendered_by_parsing, _RerenderedHashes
@@ -335,11 +307,8 @@ def test_the_splice_in_polars_hashes_what_parsing_each_request_hashes():
         schema_overrides={"_row": pl.UInt32, "_class": pl.UInt32},
     )
     sets = SimpleNamespace(base=pl.DataFrame({"request_json": texts}))
-    hashes = _RerenderedHashes(sets, members)
-    hashes.submit({0: (recorded, today)}, {})
-    hashes.submit({1: (recorded, later)}, {})
     pieces = {0: (recorded, today), 1: (recorded, later)}
-    got = hashes.hashes(pieces).to_list()
+    got = _RerenderedHashes(sets, members).hashes(pieces, {}).to_list()
     want = [_rerendered_by_parsing(texts[i], pieces[c][1]) for i, c in zip(rows[:7], members["_class"], strict=False)]
     assert got == [*want, None]
     assert got[0] != got[1] and got[0] == got[4] and got[0] != got[5]

@@ -11,7 +11,8 @@ import pytest
 
 from pipelines.record.canonical import canonical_json
 from pipelines.rot.ingredients import TemplateVersion
-from pipelines.rot.rerender import DocRef, Renderer, canonical_object
+from pipelines.rot.rerender import Renderer, canonical_object
+from pipelines.rot.template_inputs import DocRef
 from tests.rot.conftest import TODAY
 
 

@@ -17,9 +17,10 @@ import polars as pl
 import pytest
 from deltalake import DeltaTable
 
+from pipelines.delta import OldLayout, layout_of
 from pipelines.migration.rewrite import migrate
 from pipelines.record.schema import LAYOUT, SPECS, TABLES
-from pipelines.resources.warehouse import OldLayout, Warehouse, layout_of
+from pipelines.resources.warehouse import Warehouse
 from tests.tables.conftest import TRACELAKE, demo_env
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "layout1_warehouse"
