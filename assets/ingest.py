@@ -16,6 +16,7 @@ import polars as pl
 
 from assets.reporting import merge_metadata, preview
 from pipelines import quality
+from pipelines.automation import after_inputs
 from pipelines.collector import gc_paused
 from pipelines.ingest import IngestBatch
 from pipelines.ingest_plan import DayPlan, plan_day
@@ -220,6 +221,7 @@ raw_traces = raw_traces_for(SHARDS)
     kinds={"delta"},
     group_name="ingest",
     pool="warehouse",
+    automation_condition=after_inputs(),
     description="One row per trace or agent session: totals, outcome, feedback, segment.",
 )
 def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:

@@ -12,6 +12,7 @@ import dagster as dg
 import polars as pl
 
 from pipelines import quality
+from pipelines.automation import after_inputs
 from pipelines.partitions import daily, day_of
 from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import Warehouse
@@ -53,6 +54,7 @@ def quality_check(table: str, blocking: bool = True) -> dg.AssetChecksDefinition
         name=f"{table}_quality",
         blocking=blocking,
         partitions_def=daily,
+        automation_condition=after_inputs(),
         description=f"Great Expectations suite for one day of `{table}`: keys, hashes, times, counts.",
     )
     def check(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dg.AssetCheckResult:
@@ -96,6 +98,7 @@ def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
         name=f"{table}_residual_pii",
         blocking=True,
         partitions_def=daily,
+        automation_condition=after_inputs(),
         description=f"No emails, valid CPFs/CNPJs, Luhn-valid cards or API keys left in the text of `{table}`.",
     )
     def check(

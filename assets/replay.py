@@ -12,7 +12,7 @@ import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
-from pipelines.jobs import nightly
+from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG, nightly
 from pipelines.jobs import replay as replay_job
 from pipelines.llm.ledger import run_spend
 from pipelines.llm.lifecycle import serve
@@ -298,14 +298,24 @@ def candidate_partitions_sync(context: dg.SensorEvaluationContext, candidate_reg
     return dg.SensorResult(dynamic_partitions_requests=[candidate_dimension.build_add_request(new)])
 
 
+def nightly_stages_ran(run: dg.DagsterRun) -> bool:
+    """The run holds a day's nightly stages: the ``nightly`` job, or the daily_stages automation's
+    run of every stage after the nightly load (its asset selection covers rot_checks)."""
+    if run.job_name == nightly.name:
+        return True
+    return run.tags.get(STAGE_TAG) == AUTOMATED_STAGE and dg.AssetKey("rot_checks") in (run.asset_selection or ())
+
+
 @dg.run_status_sensor(
     run_status=dg.DagsterRunStatus.SUCCESS,
-    monitored_jobs=[nightly],
     request_job=replay_job,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="After the nightly job succeeds for a day, one replay run per active candidate for that day.",
+    description="After a day's nightly stages succeed (the nightly job, or the daily_stages automation's run "
+    "after the nightly load), one replay run per active candidate for that day.",
 )
 def nightly_replay(context: dg.RunStatusSensorContext, candidate_registry: CandidateRegistry):
+    if not nightly_stages_ran(context.dagster_run):
+        return dg.SkipReason(f"run {context.dagster_run.run_id} did not hold a day's nightly stages")
     day = context.dagster_run.tags.get("dagster/partition")
     if not day:
         return dg.SkipReason("the nightly run has no day partition")

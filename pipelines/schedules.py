@@ -6,7 +6,8 @@ from datetime import timedelta
 
 import dagster as dg
 
-from pipelines.jobs import NIGHTLY_TAG, load
+from pipelines.automation import NIGHTLY_TAG
+from pipelines.jobs import load
 from pipelines.partitions import day_shard_key, shard_keys
 
 

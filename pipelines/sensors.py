@@ -9,9 +9,10 @@ a day with objects gets a run the first time (an empty shard's run is quick; the
 waits for all of them). Objects older than the lookback are picked up by the nightly
 schedule or a backfill.
 
-``daily_stages`` evaluates the automation conditions of the ``ingest`` and ``nightly``
-jobs (pipelines/jobs.py): a day's job starts once every shard of the day has
-materialized, and none is running or failed.
+``daily_stages`` evaluates the automation conditions of the daily assets
+(pipelines/automation.py): traces and the checks follow a day once every shard of it
+has materialized and none is running or failed; the other daily stages follow the
+shard runs of the nightly schedule, in the same run.
 """
 
 import json
@@ -19,8 +20,9 @@ from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 
-from pipelines.jobs import load, nightly, stage_jobs
+from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG, daily_selection, load
 from pipelines.partitions import day_shard_key, shard_keys
+from pipelines.pod_resources import HEAVY
 from pipelines.record.canonical import sha256_hex
 from pipelines.resources.object_store import ObjectStore
 
@@ -55,16 +57,17 @@ def new_source_objects(context: dg.SensorEvaluationContext, source: ObjectStore)
     context.update_cursor(json.dumps(kept))
 
 
+# one run per day holds what is requested for it in one evaluation: at night every daily stage
 daily_stages = dg.AutomationConditionSensorDefinition(
     "daily_stages",
-    target=dg.AssetSelection.assets(),  # jobs, not assets: asset_job_keys
-    asset_job_keys={dg.AssetJobKey(job.name) for job in (stage_jobs["ingest"], nightly)},
+    target=daily_selection,
+    run_tags={**HEAVY["nightly"], STAGE_TAG: AUTOMATED_STAGE},
     default_status=dg.DefaultSensorStatus.RUNNING,
     minimum_interval_seconds=30,
     emit_backfills=False,
-    description="Starts a day's nightly job once every shard the nightly schedule launched for it has landed, "
-    "and its ingest job (traces and the checks) once shards from elsewhere have; never while a shard of the "
-    "day is missing, running or failed.",
+    description="A day's traces and checks once every shard of it has landed; its retention, rot and judge "
+    "stages too once the nightly schedule's shard runs have; never while a shard of the day is missing, "
+    "running or failed.",
 )
 
 sensors = [new_source_objects, daily_stages]

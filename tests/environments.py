@@ -107,7 +107,6 @@ def run_stage(settings: Settings, stage: str, day: str, instance: dg.DagsterInst
     """Run a stage job in-process for one day with the resources ``settings`` builds: for
     ``ingest`` and ``nightly``, the load of every shard of the day first (as the CLI does)."""
     from pipelines.definitions import build
-    from pipelines.jobs import executable
     from pipelines.partitions import day_shard_key, shard_keys
 
     defs = build(settings)
@@ -119,6 +118,5 @@ def run_stage(settings: Settings, stage: str, day: str, instance: dg.DagsterInst
             runs.append(load.execute_in_process(partition_key=day_shard_key(day, shard), instance=instance, **kwargs))
             if not runs[-1].success:
                 return DayRuns(runs)
-    tags = {**kwargs.pop("tags", {}), **defs.resolve_job_def(stage).tags}
-    runs.append(executable(defs, stage).execute_in_process(partition_key=day, instance=instance, tags=tags, **kwargs))
+    runs.append(defs.resolve_job_def(stage).execute_in_process(partition_key=day, instance=instance, **kwargs))
     return DayRuns(runs)

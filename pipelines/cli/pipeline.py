@@ -175,14 +175,12 @@ def run(
         return
     definitions = build()  # resources from the environment as it is now
     from pipelines.instance import open_instance
-    from pipelines.jobs import executable
     from pipelines.partitions import day_shard_key, shard_keys
     from pipelines.run_heartbeat import execute_in_process
 
     # ingest and nightly start with the load of every shard of the day (its own job: day x shard)
     load = definitions.resolve_job_def("load")
-    steps = [] if stage == "load" else [(stage, executable(definitions, stage), lambda d: d.isoformat())]
-    tags = {**RUN_TAGS, **definitions.resolve_job_def(stage).tags}
+    steps = [] if stage == "load" else [(stage, definitions.resolve_job_def(stage), lambda d: d.isoformat())]
     if stage in ("load", "ingest", "nightly"):
         steps = [
             ("load " + shard, load, lambda d, s=shard: day_shard_key(d, s))
@@ -198,7 +196,7 @@ def run(
             for name, job, partition in steps:
                 progress.update(task, description=f"{name} {d}")
                 result = execute_in_process(  # with a heartbeat: killed, the run is failed by run monitoring
-                    job, instance, partition_key=partition(d), raise_on_error=False, run_config=QUIET, tags=tags
+                    job, instance, partition_key=partition(d), raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
                 )
                 progress.advance(task)
                 if not result.success:  # the day's later steps need this one

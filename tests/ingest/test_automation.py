@@ -35,9 +35,7 @@ def test_sensor_requests_runs_for_new_objects_only(tmp_path):
     _put(tmp_path, today - timedelta(days=LOOKBACK_DAYS + 3), "old.json")  # outside the lookback: not listed
     requests, cursor = _tick(store, cursor)
     # unsharded: one shard, "all", per day
-    assert sorted(r.partition_key for r in requests) == sorted(
-        [f"{today}|all", f"{today - timedelta(days=1)}|all"]
-    )
+    assert sorted(r.partition_key for r in requests) == sorted([f"{today}|all", f"{today - timedelta(days=1)}|all"])
     assert set(json.loads(cursor)) == {f"{today}#all", f"{today - timedelta(days=1)}#all"}
 
     requests, cursor = _tick(store, cursor)

@@ -1,7 +1,8 @@
 """Sharded days as Dagster partitions: a day split into day x shard runs of the ``load`` job
 (separate OS processes, running at the same time) lands exactly the rows one whole-day run
-lands; the daily jobs start by declarative automation only once every shard of the day has
-materialized and none is running or failed; a re-run of a shard commits nothing."""
+lands; the daily assets start by declarative automation only once every shard of the day has
+materialized and none is running or failed (traces and the checks after any load, every
+stage after the nightly schedule's); a re-run of a shard commits nothing."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from pipelines.automation import NIGHTLY_TAG
 from pipelines.definitions import build
 from pipelines.demo import generate
-from pipelines.jobs import NIGHTLY_TAG, executable
+from pipelines.jobs import daily_selection
 from pipelines.partitions import day_shard_key, shard_keys
 from pipelines.record.schema import KEYS
 from pipelines.resources.object_store import ObjectStore
@@ -90,24 +92,52 @@ def _keys(warehouse, table: str):
     return warehouse.read(table, columns=list(KEYS[table])).sort(list(KEYS[table]))
 
 
+# what follows the nightly schedule's load of a day, besides traces and the checks
+NIGHTLY_STAGES = [
+    "agent_events",
+    "judge_calibration",
+    "retention",
+    "retention_coverage",
+    "rot_checks",
+    "semantic_errors",
+    "state_violations",
+]
+# the checks of the tables the load writes and of traces, run with traces
+LOADED_CHECKS = [
+    "calls_quality",
+    "calls_residual_pii",
+    "ingest_log_quality",
+    "quarantine_quality",
+    "quarantine_residual_pii",
+    "spans_quality",
+    "spans_residual_pii",
+    "traces_quality",
+]
+
+
 class Automation:
-    """The ``daily_stages`` sensor's evaluation, tick after tick: which daily jobs it
-    would start for the test day."""
+    """The ``daily_stages`` sensor's evaluation, tick after tick: which daily assets and
+    checks it would request for the test day."""
 
     def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance):
         self.defs, self.instance, self.cursor = defs, instance, None
+        self.checks: list[str] = []
 
     def tick(self) -> list[str]:
-        result = dg.evaluate_automation_conditions(defs=self.defs, instance=self.instance, cursor=self.cursor)
+        result = dg.evaluate_automation_conditions(
+            defs=self.defs, instance=self.instance, cursor=self.cursor, asset_selection=daily_selection
+        )
         self.cursor = result.cursor
         if os.environ.get("DEBUG_AUTOMATION"):
             for r in result.results:
                 print(r.pprint())
-        return sorted(
-            subset.key.job_name
+        requested = [
+            subset.key
             for subset in result._requested_subsets
-            if isinstance(subset.key, dg.AssetJobKey) and DAY.isoformat() in subset.expensively_compute_partition_keys()
-        )
+            if DAY.isoformat() in subset.expensively_compute_partition_keys()
+        ]
+        self.checks = sorted(k.name for k in requested if isinstance(k, dg.AssetCheckKey))
+        return sorted(k.to_user_string() for k in requested if isinstance(k, dg.AssetKey))
 
 
 def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_all(tmp_path, monkeypatch):
@@ -149,15 +179,18 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         assert not failed.success
         assert automation.tick() == [], "shard 3 failed: the day waits"
 
-        # shard 3 again, now it lands: the ingest job (traces and the checks) starts, once
+        # shard 3 again, now it lands: traces and the checks start, once; the other stages wait
+        # for the nightly schedule's load
         assert _finish(_spawn(settings_json, SHARDS[3], home))["success"]
-        assert automation.tick() == ["ingest"]
+        assert automation.tick() == ["traces"] and automation.checks == LOADED_CHECKS
         assert automation.tick() == [], "requested once"
-        daily = executable(defs, "ingest")
-        assert dg.AssetKey("calls") not in daily.asset_layer.selected_asset_keys
-        tags = defs.resolve_job_def("ingest").tags
-        assert daily.execute_in_process(partition_key=day, instance=instance, tags=tags).success
-        assert automation.tick() == [], "the ingest job handled the day"
+        # what the sensor's run of that request does: the ingest job (a plain job, subset as the UI would)
+        ingest = defs.resolve_job_def("ingest")
+        assert dg.AssetKey("calls") not in ingest.asset_layer.selected_asset_keys
+        subset = ingest.get_subset(asset_selection={dg.AssetKey("traces")})
+        assert subset.execute_in_process(partition_key=day, instance=instance).success
+        assert ingest.execute_in_process(partition_key=day, instance=instance).success
+        assert automation.tick() == [], "the day is handled"
 
         # exactly the rows of the whole-day run, each once
         one, split = whole.warehouse(), sharded.warehouse()
@@ -168,13 +201,15 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         assert split.read("calls").height == summary.calls
 
         # the nightly schedule's runs of every shard: nothing new to read, no table gets a new
-        # version; once they have all landed the nightly job starts, and not the ingest job
+        # version; once they have all landed every daily stage starts, in one evaluation
         versions = {t: split.version(t) for t in (*LOADED, "traces")}
         nightly = {NIGHTLY_TAG: day}
         reports = [_finish(p) for p in [_spawn(settings_json, s, home, nightly) for s in SHARDS]]
         assert all(r["success"] for r in reports)
         assert {t: split.version(t) for t in versions} == versions
-        assert automation.tick() == ["nightly"]
+        assert automation.tick() == sorted(["traces", *NIGHTLY_STAGES])
+        assert set(automation.checks) >= set(LOADED_CHECKS) | {"rot_rate_jump", "semantic_error_rate"}
+        assert automation.tick() == [], "requested once"
 
 
 def test_sensor_requests_one_run_per_changed_shard_and_the_schedule_every_shard_of_yesterday(tmp_path):

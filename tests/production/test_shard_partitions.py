@@ -2,8 +2,9 @@
 schedule's runs of the four ``hour:4`` shards of a day run at the same time through the
 queue; one shard whose source object cannot be read fails (and is retried by the
 instance's run_retries) and holds the daily stages back, its partition failed in the
-GraphQL API; re-executing that one partition lets declarative automation start the
-``nightly`` job, and the tables then hold what one whole-day run writes."""
+GraphQL API; re-executing that one partition lets declarative automation (the daemon's
+``daily_stages`` sensor) launch the day's daily stages, in one run, and the tables then hold
+what one whole-day run writes."""
 
 from __future__ import annotations
 
@@ -17,20 +18,35 @@ import boto3
 import dagster as dg
 import pytest
 
+from pipelines.automation import NIGHTLY_TAG
 from pipelines.definitions import build
 from pipelines.demo import generate
+from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG
 from pipelines.record.schema import KEYS
 from pipelines.resources.warehouse import Warehouse
 from pipelines.schedules import nightly_schedule
 from tests.environments import local_settings, run_stage
 from tests.fault_proxy import FaultProxy
 from tests.production.conftest import wait_until
-from tests.production.test_postgres_instance import BIN, IN_PROCESS, ROOT, RUN_TIMEOUT, Deployment, _free_port
+from tests.production.test_postgres_instance import (
+    BIN,
+    IN_PROCESS,
+    ROOT,
+    RUN_TIMEOUT,
+    Deployment,
+    _free_port,
+    _listening,
+)
 
 DAY = datetime(2026, 11, 27).date()
 SPEC = "hour:4"
 TABLES = ("calls", "spans", "ingest_log", "quarantine", "redaction_audit", "traces")
 BUCKET = f"tl-shards-{uuid.uuid4().hex[:8]}"
+LAUNCH = """
+mutation ($params: ExecutionParams!) { launchRun(executionParams: $params) {
+  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message }
+  ... on InvalidSubsetError { message } ... on RunConfigValidationInvalid { errors { message } } } }
+"""
 PARTITIONS_QUERY = """
 { assetNodeOrError(assetKey: {path: ["calls"]}) { ... on AssetNode {
     assetPartitionStatuses { ... on MultiPartitionStatuses { ranges {
@@ -66,6 +82,11 @@ def _graphql(port: int, query: str) -> dict:
 
 def _runs(instance: dg.DagsterInstance, job: str) -> list[dg.DagsterRun]:
     return list(instance.get_runs(dg.RunsFilter(job_name=job)))
+
+
+def _daily_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """The runs of the daily stages the ``daily_stages`` automation sensor launched."""
+    return list(instance.get_runs(dg.RunsFilter(tags={STAGE_TAG: AUTOMATED_STAGE})))
 
 
 def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_landed(
@@ -113,7 +134,8 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
         )
         requests = nightly_schedule.evaluate_tick(context).run_requests
         assert [r.partition_key for r in requests] == [f"{DAY}|hour4-{s}" for s in range(4)]
-        launched = [launch(deployment, request) for request in requests]
+        wait_until(lambda: _listening(webserver_port), 180, f"the webserver\n{deployment.log('webserver')}")
+        launched = [launch(webserver_port, "load", _shard_tags(request)) for request in requests]
 
         def settled() -> bool:
             runs = _runs(instance, "load")
@@ -139,7 +161,7 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
         wait_until(
             lambda: _ticks_after(instance, last) >= 2, 180, f"two daily_stages ticks\n{deployment.log('daemon')}"
         )
-        assert not _runs(instance, "nightly") and not _runs(instance, "ingest")
+        assert not _daily_runs(instance), "a shard failed: no daily stage was launched"
         statuses = _graphql(webserver_port, PARTITIONS_QUERY)["assetNodeOrError"]["assetPartitionStatuses"]["ranges"]
         [day_range] = [r for r in statuses if r["primaryDimStartKey"] <= str(DAY) <= r["primaryDimEndKey"]]
         assert day_range["secondaryDim"]["failedPartitions"] == ["hour4-2"]
@@ -150,17 +172,15 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
         failed = max(
             by_partition[f"{DAY}|hour4-2"], key=lambda r: instance.get_run_record_by_id(r.run_id).create_timestamp
         )
-        again = subprocess.run(
-            [str(BIN / "dagster"), "job", "launch", "-w", str(deployment.workspace), "-j", "load",
-             "--tags", json.dumps(failed.tags), "--config-json", IN_PROCESS],
-            cwd=ROOT, env=deployment.env, capture_output=True, text=True,
-        )  # fmt: skip
-        assert again.returncode == 0, again.stderr[-3000:]
-        wait_until(lambda: _runs(instance, "nightly"), RUN_TIMEOUT, f"the nightly job\n{deployment.log('daemon')}")
-        wait_until(lambda: all(r.is_finished for r in _runs(instance, "nightly")), RUN_TIMEOUT, "the nightly run")
-        [nightly] = _runs(instance, "nightly")
-        assert nightly.status == dg.DagsterRunStatus.SUCCESS and nightly.tags["dagster/partition"] == str(DAY)
-        assert not _runs(instance, "ingest"), "the nightly job did the ingest job's work"
+        partition = {k: v for k, v in failed.tags.items() if k.startswith("dagster/partition") or k == NIGHTLY_TAG}
+        launch(webserver_port, "load", partition)
+        wait_until(lambda: _daily_runs(instance), RUN_TIMEOUT, f"the daily stages\n{deployment.log('daemon')}")
+        wait_until(lambda: all(r.is_finished for r in _daily_runs(instance)), RUN_TIMEOUT, "the daily stages' run")
+        [daily] = _daily_runs(instance)
+        assert daily.status == dg.DagsterRunStatus.SUCCESS and daily.tags["dagster/partition"] == str(DAY)
+        stages = {key.to_user_string() for key in daily.asset_selection or ()}
+        assert {"traces", "retention", "rot_checks", "semantic_errors"} <= stages, stages
+        assert not _runs(instance, "nightly") and not _runs(instance, "ingest"), "one run did the day's stages"
 
         sharded, one = Warehouse(uri=deployment.warehouse_uri), whole.warehouse()
         for table in TABLES:
@@ -170,19 +190,27 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
         assert sharded.read("calls").height == summary.calls
 
 
-def launch(deployment: Deployment, request: dg.RunRequest) -> str:
-    """Submit a schedule's run request the way the daemon does: into the queue."""
-    run_id = str(uuid.uuid4())
+def launch(port: int, job: str, tags: dict[str, str]) -> str:
+    """Submit a run into the queue through the webserver's GraphQL API, as the UI's Launchpad
+    and the daemon's schedule ticks do (a ``dagster job launch`` per run would load the code
+    each time: on a loaded machine, slower than a run)."""
+    params = {
+        "selector": {"repositoryLocationName": "tracelake", "repositoryName": "__repository__", "jobName": job},
+        "runConfigData": json.loads(IN_PROCESS),
+        "executionMetadata": {"tags": [{"key": k, "value": v} for k, v in tags.items()]},
+    }
+    body = json.dumps({"query": LAUNCH, "variables": {"params": params}}).encode()
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=120) as response:
+        launched = json.loads(response.read())["data"]["launchRun"]
+    assert launched["__typename"] == "LaunchRunSuccess", launched
+    return launched["run"]["runId"]
+
+
+def _shard_tags(request: dg.RunRequest) -> dict[str, str]:
     day, shard = str(request.partition_key).split("|")
-    tags = {**request.tags, "dagster/partition": request.partition_key}
-    tags |= {"dagster/partition/day": day, "dagster/partition/shard": shard}
-    launched = subprocess.run(
-        [str(BIN / "dagster"), "job", "launch", "-w", str(deployment.workspace), "-j", request.job_name or "load",
-         "--tags", json.dumps(tags), "--config-json", IN_PROCESS, "--run-id", run_id],
-        cwd=ROOT, env=deployment.env, capture_output=True, text=True,
-    )  # fmt: skip
-    assert launched.returncode == 0, f"launch failed for {request.partition_key}:\n{launched.stderr[-3000:]}"
-    return run_id
+    tags = {**request.tags, "dagster/partition": str(request.partition_key)}
+    return tags | {"dagster/partition/day": day, "dagster/partition/shard": shard}
 
 
 def _event_time(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType) -> float:
