@@ -15,11 +15,13 @@ import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
-from pipelines import quality
 from pipelines.automation import after_inputs
 from pipelines.collector import gc_paused
-from pipelines.ingest import IngestBatch
-from pipelines.ingest_plan import DayPlan, plan_day
+from pipelines.ingest import quality
+from pipelines.ingest.objects import IngestBatch
+from pipelines.ingest.plan import DayPlan, plan_day
+from pipelines.ingest.shards import ShardSpec
+from pipelines.ingest.traces import CALL_COLUMNS, rollup
 from pipelines.partitions import BY_DAY, SHARDS, daily, day_and_shard, day_of, day_shards_of
 from pipelines.record.schema import SPECS
 from pipelines.redact.residual import patterns_for_mode
@@ -27,8 +29,6 @@ from pipelines.resources.object_store import ObjectInfo, ObjectStore
 from pipelines.resources.policies import Redaction
 from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import MergeResult, Warehouse, to_arrow
-from pipelines.shards import ShardSpec
-from pipelines.traces import CALL_COLUMNS, rollup
 
 if TYPE_CHECKING:
     from pipelines.redact.redactor import Redactor

@@ -309,7 +309,7 @@ def session_cost(
     )
 
 
-# Great Expectations on the agent log (pipelines/quality.py): every llm.call has a calls row, every
+# Great Expectations on the agent log (pipelines/ingest/quality.py): every llm.call has a calls row, every
 # tool.invoke says whether it succeeded, each session.end's total tokens equals the sum over its calls.
 # Not blocking: a source that logs calls only as spans fails the first rule, and the judge must still run.
 agent_events_quality = quality_check("agent_events", blocking=False)

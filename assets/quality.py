@@ -11,8 +11,8 @@ from datetime import timedelta
 import dagster as dg
 import polars as pl
 
-from pipelines import quality
 from pipelines.automation import after_inputs
+from pipelines.ingest import quality
 from pipelines.partitions import daily, day_of
 from pipelines.resources.policies import Redaction
 from pipelines.resources.warehouse import Warehouse

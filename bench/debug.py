@@ -44,8 +44,8 @@ from pipelines.debug.tables import read_trace  # noqa: E402
 from pipelines.debug.terminal import render_timeline  # noqa: E402
 from pipelines.debug.timeline import build_timeline  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
+from pipelines.ingest.traces import rollup  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
-from pipelines.traces import rollup  # noqa: E402
 
 REPEATS = 5
 

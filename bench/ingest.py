@@ -15,7 +15,7 @@ Against it, two tracelake numbers, each in wall seconds and CPU-seconds
 - the ingest core, the same work the baseline does done properly: list, read,
   validate and normalize, hash, assemble, plan (``plan_day``, the call the
   asset makes, without redaction), then the plan's idempotent writes of calls,
-  spans, quarantine and ingest_log (one process: see pipelines/ingest.py);
+  spans, quarantine and ingest_log (one process: see pipelines/ingest/objects.py);
 - the whole `ingest` stage as Dagster runs it, which adds PII redaction (with
   NER when the model is installed), the traces rollup and the quality and
   residual-PII checks. Redaction dominates it; bench/redact.py measures it alone.
@@ -60,8 +60,8 @@ from pipelines.collector import gc_paused  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.formats import format_for, is_line_delimited  # noqa: E402
 from pipelines.formats.base import json_records  # noqa: E402
-from pipelines.ingest import SourceObject  # noqa: E402
-from pipelines.ingest_plan import plan_day  # noqa: E402
+from pipelines.ingest.objects import SourceObject  # noqa: E402
+from pipelines.ingest.plan import plan_day  # noqa: E402
 from pipelines.record.canonical import (  # noqa: E402
     block_hashes_from_json,
     call_id,

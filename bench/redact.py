@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 from pipelines.demo import generate  # noqa: E402
 from pipelines.demo.stores import aged_stores  # noqa: E402
-from pipelines.ingest import SourceObject, ingest_object  # noqa: E402
+from pipelines.ingest.objects import SourceObject, ingest_object  # noqa: E402
 from pipelines.redact.policy import load_policy  # noqa: E402
 from pipelines.redact.redactor import ner_enabled  # noqa: E402
 from pipelines.redact.row_fields import FIELDS, JSON, TEXT  # noqa: E402

@@ -93,7 +93,7 @@ def instrument(spent: dict[str, list[float]], screen_stats: list[dict[str, int]]
     # the screen's work in this process (the workers' is in the redaction's stats): the text
     # screen of its own chunks (with its polars search) and the identifier screen of every row
     timed(residual.TextScreen, "rows", "screen: here")
-    import pipelines.ingest_plan as ingest_plan
+    import pipelines.ingest.plan as ingest_plan
 
     if hasattr(ingest_plan, "settled_identifiers"):  # tenth round's: identifier values judged on Arrow first
         timed(ingest_plan, "settled_identifiers", "screen: on Arrow")
@@ -119,7 +119,7 @@ def instrument(spent: dict[str, list[float]], screen_stats: list[dict[str, int]]
 def screen_batch(calls: int, seed: int) -> None:
     """The text screen of one day row by row and batched, in this process."""
     from pipelines.demo import generate
-    from pipelines.ingest import SourceObject, ingest_object
+    from pipelines.ingest.objects import SourceObject, ingest_object
     from pipelines.redact.keys import KeyRing
     from pipelines.redact.policy import load_policy
     from pipelines.redact.redactor import Redactor

@@ -49,10 +49,10 @@ from rich.progress import Progress  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from pipelines.demo import generate  # noqa: E402
+from pipelines.ingest.shards import HOURS, ShardSpec  # noqa: E402
 from pipelines.record.schema import KEYS  # noqa: E402
 from pipelines.resources.object_store import ObjectStore  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
-from pipelines.shards import HOURS, ShardSpec  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "shards"

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import ingest, judge, maintenance, quality, replay, retention, rot
+from pipelines.ingest.shards import ShardSpec
 from pipelines.jobs import jobs
 from pipelines.run_heartbeat import executor
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
 from pipelines.settings import Settings
-from pipelines.shards import ShardSpec
 
 
 def build(settings: Settings | None = None) -> dg.Definitions:

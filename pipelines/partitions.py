@@ -4,7 +4,7 @@ The first day is ``TRACELAKE_START_DATE`` (settings.start_date): by default the
 first day a ``tracelake demo`` fills.
 
 The raw-trace load is day x shard: the shard dimension is static, its keys the
-shards of ``TRACELAKE_SHARDS`` (pipelines/shards.py; one key, ``all``, when days
+shards of ``TRACELAKE_SHARDS`` (pipelines/ingest/shards.py; one key, ``all``, when days
 are not sharded). The daily stages depend on every shard of their day
 (``BY_DAY``)."""
 
@@ -15,8 +15,8 @@ from datetime import date
 
 import dagster as dg
 
+from pipelines.ingest.shards import ShardSpec
 from pipelines.settings import shard_spec, start_date
-from pipelines.shards import ShardSpec
 
 # The multi-partition mappings are beta in Dagster 1.13; dagster is pinned exactly.
 warnings.filterwarnings(

@@ -20,7 +20,7 @@ credentials (or a token in ``ANTHROPIC_VERTEX_ACCESS_TOKEN``);
 2026-10-21); ``TRACELAKE_MODEL_LIFECYCLE`` names a YAML of retired models and their
 substitutes layered on ``pipelines/llm/lifecycle.yaml``.
 Sharded days: ``TRACELAKE_SHARDS`` (``1``, ``hour:N`` or ``hash:N``; see
-``pipelines/shards.py``). Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
+``pipelines/ingest/shards.py``). Judge stage: ``TRACELAKE_JUDGE_POLICY`` (a YAML judge policy) and
 ``TRACELAKE_ALERT_WEBHOOK`` (a Slack-compatible webhook URL for its alerts).
 """
 
@@ -32,7 +32,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pipelines.shards import ShardSpec
+from pipelines.ingest.shards import ShardSpec
 from pipelines.warehouse import DeltaWarehouse
 
 if TYPE_CHECKING:  # the resources import Dagster: only the methods that build them load it

@@ -1,4 +1,4 @@
-"""The canonical request and its hashes (DESIGN.md, "Hashing spec").
+"""The canonical request and its hashes (docs/architecture.md, "The hashing spec").
 
 The canonical request is the provider request body (Anthropic Messages shape)
 with absent/None keys dropped, serialized as JSON with sorted keys, separators

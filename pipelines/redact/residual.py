@@ -30,7 +30,7 @@ import numpy as np
 import orjson
 import regex
 
-from pipelines.quality import gx_batch, same_rule
+from pipelines.ingest.quality import gx_batch, same_rule
 from pipelines.redact import check_digits, patterns
 from pipelines.redact.email_domains import has_public_suffix, is_reserved
 from pipelines.redact.field_rules import FieldInfo, FieldRules

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from pipelines.ingest import LOG_BOOKKEEPING
+from pipelines.ingest.objects import LOG_BOOKKEEPING
 from pipelines.record.canonical import record_sha256, sha256_hex
 from pipelines.redact.policy import Policy
 from pipelines.redact.residual import PATTERNS, row_residuals

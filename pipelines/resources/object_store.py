@@ -28,10 +28,10 @@ import urllib3.exceptions
 import zstandard
 from pydantic import Field
 
-from pipelines.ingest import SourceObject
+from pipelines.ingest.objects import SourceObject
+from pipelines.ingest.shards import ShardSpec
 from pipelines.retrying import read_again
 from pipelines.s3 import s3_client, split_s3_uri
-from pipelines.shards import ShardSpec
 
 T = TypeVar("T")
 DEFAULT_LAYOUTS = ("{yyyy}/{mm}/{dd}/", "year={yyyy}/month={mm}/day={dd}/")

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import polars as pl
 
+from pipelines.ingest.traces import negative_feedback
 from pipelines.retention.policy import Policy
 from pipelines.retention.segments import matches
-from pipelines.traces import negative_feedback
 
 # The calls columns a decision reads.
 CALL_COLUMNS = (

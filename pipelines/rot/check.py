@@ -15,7 +15,7 @@ Statuses:
 - ``unverifiable``: an ingredient needed to re-render is not in the record;
   ``missing`` says which.
 
-Components are found by block (DESIGN.md hashing spec): model, params and
+Components are found by block (docs/architecture.md, the hashing spec): model, params and
 tools compare directly. A moved system prompt is explained by the documents
 it printed (their recorded texts against today's index) and by the template
 (rendered again with the recorded document texts: if that reproduces the

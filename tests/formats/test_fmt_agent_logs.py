@@ -12,8 +12,8 @@ import pyarrow as pa
 
 from pipelines.formats import detect, normalize_object
 from pipelines.formats.base import SourceRef
+from pipelines.ingest.traces import rollup
 from pipelines.record.schema import CALLS, SPANS
-from pipelines.traces import rollup
 
 DAY = date(2026, 11, 29)
 SOURCE = SourceRef(uri="/raw/2026/11/29/agent.jsonl", key="2026/11/29/agent.jsonl", etag="e")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from pipelines.ingest import SourceObject, ingest_objects
+from pipelines.ingest.objects import SourceObject, ingest_objects
 from pipelines.record.canonical import request_sha256
 from tests.formats.conftest import ANSWER, SNAPSHOT, SYSTEM, TOOL_ID, TOOLS, client_for, messages_of, normalize
 from tests.messages_api import MessagesAPI, text_reply, tool_use_reply, usage

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.ingest import SourceObject, ingest_objects
+from pipelines.ingest.objects import SourceObject, ingest_objects
 from tests.environments import local_settings, run_stage
 
 DAY = "2026-11-30"

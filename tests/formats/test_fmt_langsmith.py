@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipelines.ingest import SourceObject, ingest_objects, settle_with_existing
+from pipelines.ingest.objects import SourceObject, ingest_objects, settle_with_existing
 
 ROOT, LLM, TOOL = (
     "01a22bbe-07ec-77b9-a564-fbbe66e08c91",

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from pipelines.ingest import SourceObject, ingest_objects
+from pipelines.ingest.objects import SourceObject, ingest_objects
 from tests.formats.conftest import (
     ANSWER,
     QUESTION,

@@ -11,7 +11,7 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan
 
-from pipelines.ingest import SourceObject, ingest_objects
+from pipelines.ingest.objects import SourceObject, ingest_objects
 from tests.formats.conftest import (
     ANSWER,
     QUESTION,

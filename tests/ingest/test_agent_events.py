@@ -8,8 +8,8 @@ import pyarrow as pa
 
 from pipelines.formats import agent_events
 from pipelines.formats.base import SourceRef
+from pipelines.ingest.traces import CALL_COLUMNS, rollup
 from pipelines.record.schema import CALLS, SPANS
-from pipelines.traces import CALL_COLUMNS, rollup
 
 SOURCE = SourceRef(uri="/raw/year=2026/month=11/day=29/agent/01.jsonl", key="k", etag="e")
 T = "2026-11-29T10:00:0{}Z"

@@ -1,4 +1,4 @@
-"""The hashing spec (DESIGN.md): canonical request bytes, request hash, per-block hashes, ids."""
+"""The hashing spec (docs/architecture.md): canonical request bytes, request hash, per-block hashes, ids."""
 
 import hashlib
 import json

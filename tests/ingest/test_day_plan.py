@@ -13,8 +13,8 @@ from datetime import UTC, date, datetime
 import polars as pl
 
 from pipelines.demo import generate
-from pipelines.ingest import SourceObject
-from pipelines.ingest_plan import plan_day
+from pipelines.ingest.objects import SourceObject
+from pipelines.ingest.plan import plan_day
 from pipelines.resources.object_store import ObjectStore
 from pipelines.resources.warehouse import Warehouse
 
@@ -83,7 +83,7 @@ def test_writes_into_an_empty_day_then_a_rerun_makes_no_version(tmp_path):
 def _planting(monkeypatch, plants: dict[str, dict[str, object]], every: int) -> None:
     """Every ``every``-th row of each object gets ``plants[table]``, as a source would send it
     (before the schema check converts the day)."""
-    from pipelines import ingest
+    from pipelines.ingest import objects as ingest
 
     normalized = ingest._normalized
 
@@ -103,8 +103,8 @@ def test_identifier_values_judged_on_arrow_are_settled_row_by_row_as_their_rows_
     changed or one never converted (a stored call settled with the batch)."""
     import random
 
-    from pipelines.ingest import ingest_objects
-    from pipelines.ingest_plan import settled_identifiers
+    from pipelines.ingest.objects import ingest_objects
+    from pipelines.ingest.plan import settled_identifiers
     from pipelines.record.rows import from_columns
     from pipelines.record.schema import TABLES
     from pipelines.redact.residual import settled_cells
@@ -147,7 +147,7 @@ def test_identifier_values_judged_on_arrow_are_settled_row_by_row_as_their_rows_
 def test_the_plan_holds_the_same_rows_with_identifier_values_judged_on_arrow(tmp_path, monkeypatch):
     """Personal data a source sent in identifier columns redaction keeps (a service, a
     release, a span's name) is held back the same with the Arrow judgement as without it."""
-    from pipelines import ingest_plan
+    from pipelines.ingest import plan as ingest_plan
     from pipelines.redact.policy import load_policy
     from pipelines.redact.redactor import Redactor
     from pipelines.redact.residual import PATTERNS

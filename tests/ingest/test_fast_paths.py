@@ -23,7 +23,7 @@ import pytest
 from pipelines.demo import generate
 from pipelines.formats import _first_record
 from pipelines.formats.base import AmbiguousRecord, NonFiniteNumber, strict_loads
-from pipelines.ingest import SourceObject, ingest_objects
+from pipelines.ingest.objects import SourceObject, ingest_objects
 from pipelines.record import canonical
 from pipelines.record.schema import TABLES
 from pipelines.resources.object_store import ObjectStore
@@ -311,7 +311,7 @@ def test_a_write_in_one_chunk_stores_the_rows_of_many(tmp_path):
 
 def _by_object(objects, day, now):
     """The reference: every object checked against the schema on its own (ingest_object), then assembled."""
-    from pipelines.ingest import IngestBatch, assemble_batch, ingest_object
+    from pipelines.ingest.objects import IngestBatch, assemble_batch, ingest_object
 
     batch = IngestBatch()
     for obj in objects:

@@ -13,7 +13,7 @@ from datetime import UTC, date, datetime
 import pytest
 import zstandard
 
-from pipelines.ingest import SourceObject, ingest_object
+from pipelines.ingest.objects import SourceObject, ingest_object
 from pipelines.resources import object_store
 from pipelines.resources.object_store import CorruptObject, ObjectStore, decompress
 from pipelines.retrying import SourceUnavailable

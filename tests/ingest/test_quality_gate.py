@@ -4,8 +4,8 @@ from datetime import UTC, date, datetime
 
 import polars as pl
 
-from pipelines import quality
 from pipelines.demo import generate
+from pipelines.ingest import quality
 from tests.environments import local_settings, run_stage
 
 DAY = date(2026, 11, 29)

@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime
 import polars as pl
 
 from pipelines.formats.assembly import carry_over
-from pipelines.ingest import SourceObject, ingest_object
+from pipelines.ingest.objects import SourceObject, ingest_object
 from pipelines.resources.warehouse import to_arrow
 from tests.environments import local_settings, run_stage
 

@@ -19,13 +19,13 @@ import pytest
 from pipelines.automation import NIGHTLY_TAG
 from pipelines.definitions import build
 from pipelines.demo import generate
+from pipelines.ingest.shards import ShardSpec
 from pipelines.jobs import daily_selection
 from pipelines.partitions import day_shard_key, shard_keys
 from pipelines.record.schema import KEYS
 from pipelines.resources.object_store import ObjectStore
 from pipelines.schedules import nightly_schedule
 from pipelines.sensors import new_source_objects
-from pipelines.shards import ShardSpec
 from tests.environments import local_settings, run_stage
 from tests.ingest.shard_run import settings_file
 

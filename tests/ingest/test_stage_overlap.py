@@ -14,10 +14,10 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from assets.ingest import _start_workers_early
-from pipelines import quality
 from pipelines.demo import generate
-from pipelines.ingest import SourceObject
-from pipelines.ingest_plan import plan_day
+from pipelines.ingest import quality
+from pipelines.ingest.objects import SourceObject
+from pipelines.ingest.plan import plan_day
 from pipelines.redact.keys import KeyRing
 from pipelines.redact.redactor import Redactor
 from pipelines.redact.residual import patterns_for_mode

@@ -1,10 +1,10 @@
 """One writer of a sharded day, as its own OS process: the ingest core for the objects
-of this shard (``hash:SHARDS``, or SHARDS itself as ``hour:48``: pipelines/shards.py),
+of this shard (``hash:SHARDS``, or SHARDS itself as ``hour:48``: pipelines/ingest/shards.py),
 merged into the shared Delta tables.
 
     python -m tests.production.shard_writer SOURCE_URI WAREHOUSE_URI ENDPOINT DAY SHARD SHARDS
 
-The ingest asset's write plan (``pipelines.ingest_plan.plan_day``: parse, settle with
+The ingest asset's write plan (``pipelines.ingest.plan.plan_day``: parse, settle with
 stored calls, then calls, spans, quarantine and ingest_log last), without redaction,
 which has nothing to do with how writers share tables. Prints what each merge did, as JSON.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipelines.ingest_plan import plan_day
+from pipelines.ingest.plan import plan_day
 from pipelines.resources.object_store import ObjectStore
 from pipelines.resources.warehouse import Warehouse, to_arrow
 

@@ -16,8 +16,8 @@ from pathlib import Path
 import polars as pl
 
 from pipelines.demo import generate
+from pipelines.ingest.shards import ShardSpec
 from pipelines.record.schema import KEYS
-from pipelines.shards import ShardSpec
 from tests.environments import S3
 
 ROOT = Path(__file__).resolve().parents[2]

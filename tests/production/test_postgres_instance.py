@@ -28,10 +28,10 @@ import yaml
 
 from pipelines.automation import NIGHTLY_TAG
 from pipelines.demo import generate
+from pipelines.ingest.shards import WHOLE_DAY
 from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG
 from pipelines.partitions import day_shard_key
 from pipelines.resources.warehouse import Warehouse
-from pipelines.shards import WHOLE_DAY
 from tests.production.conftest import Postgres, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]

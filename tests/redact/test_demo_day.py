@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.demo import generate
 from pipelines.demo.people import population
-from pipelines.ingest import SourceObject, ingest_object
+from pipelines.ingest.objects import SourceObject, ingest_object
 from pipelines.redact.residual import residual_pii_check
 from pipelines.resources.object_store import ObjectStore
 from pipelines.resources.warehouse import to_arrow

@@ -122,9 +122,10 @@ def test_forget_reaches_every_table_that_names_the_users_calls_and_nothing_in_da
     cannot rewrite) never held the user's ids in the first place."""
     day = DAYS[1]
     source, warehouse_uri = str(tmp_path / "source"), str(tmp_path / "warehouse")
-    generate(source, calls=80, days=1, seed=6, end=day)
+    stores = str(tmp_path / "stores")
+    generate(source, calls=80, days=1, seed=6, end=day, stores_out=stores)
     planted = write_planted(source, day)
-    settings = settings_for(source, warehouse_uri)
+    settings = settings_for(source, warehouse_uri, stores_uri=stores)
     (tmp_path / "dagster").mkdir()
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
         for stage in ("ingest", "retention", "rot"):

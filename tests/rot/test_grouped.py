@@ -18,7 +18,7 @@ import pytest
 
 from pipelines.demo import generate
 from pipelines.demo import stores as demo
-from pipelines.ingest import SourceObject, ingest_object
+from pipelines.ingest.objects import SourceObject, ingest_object
 from pipelines.record.schema import CALLS
 from pipelines.record.set_key import KEY_COLUMN, set_keys
 from pipelines.resources.object_store import ObjectStore

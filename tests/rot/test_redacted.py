@@ -150,7 +150,7 @@ def test_a_redacted_demo_day_gets_the_verdicts_the_demo_changes_imply(tmp_path, 
     from datetime import UTC, date, datetime
 
     from pipelines.demo import generate
-    from pipelines.ingest import SourceObject, ingest_objects
+    from pipelines.ingest.objects import SourceObject, ingest_objects
     from pipelines.resources.object_store import ObjectStore
     from tests.rot.test_demo_nightly import expected_verdict
 

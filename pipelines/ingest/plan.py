@@ -21,7 +21,7 @@ import polars as pl
 import pyarrow as pa
 
 from pipelines.collector import gc_paused
-from pipelines.ingest import (
+from pipelines.ingest.objects import (
     IngestBatch,
     SourceObject,
     existing_calls_to_read,
