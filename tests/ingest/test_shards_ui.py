@@ -18,12 +18,14 @@ from playwright.sync_api import sync_playwright
 from pipelines.demo import generate
 from tests.browser import launch
 from tests.environments import local_settings
-from tests.replay.test_ui import INSTANCE_YAML, free_port, wait_for
+from tests.replay.test_ui import free_port, wait_for
 
 START = date(2026, 11, 14)
 DAYS = [date(2026, 11, 19), date(2026, 11, 20)]
 SPEC = "hour:4"
 SHARDS = [f"hour4-{s}" for s in range(4)]
+# two runs at a time: on a loaded 2-core machine, eight launched at once time out starting
+INSTANCE_YAML = "telemetry:\n  enabled: false\nconcurrency:\n  runs:\n    max_concurrent_runs: 2\n"
 
 
 def test_the_day_x_shard_grid_and_a_backfill_of_two_days_by_four_shards_from_the_ui(tmp_path):
@@ -47,6 +49,7 @@ def test_the_day_x_shard_grid_and_a_backfill_of_two_days_by_four_shards_from_the
         "TRACELAKE_STORES": settings.stores_uri,
         "TRACELAKE_SHARDS": SPEC,
         "TRACELAKE_START_DATE": START.isoformat(),
+        "DAGSTER_GRPC_TIMEOUT_SECONDS": "300",  # launching a run asks the code server, slow when loaded
     }
     dagster = str(Path(sys.executable).with_name("dagster"))
     with open(log, "w") as out:
@@ -64,6 +67,7 @@ def test_the_day_x_shard_grid_and_a_backfill_of_two_days_by_four_shards_from_the
         with sync_playwright() as playwright:
             browser = launch(playwright)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_navigation_timeout(120_000)
             # the partitions page: a list of days beside a list of shards, the grid's two dimensions
             page.goto(f"{base}/assets/calls?view=partitions")
             page.get_by_text("Materialized (").first.wait_for(timeout=120_000)

@@ -203,7 +203,7 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
             runs = {day: _daily_runs(instance, day) for day in days}
             return all(len(runs[d]) == before[d] + 1 and all(r.is_finished for r in runs[d]) for d in days)
 
-        wait_until(daily_done, RUN_TIMEOUT, f"the daily stages of {days}\n{deployment.log('daemon')}")
+        wait_until(daily_done, 2 * RUN_TIMEOUT, f"the daily stages of {days}\n{deployment.log('daemon')}")
         run_ids += [_daily_runs(instance, day)[0].run_id for day in days]  # newest first
         for run_id in run_ids:
             status = instance.get_run_by_id(run_id).status

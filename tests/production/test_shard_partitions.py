@@ -141,7 +141,8 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
             runs = _runs(instance, "load")
             return len(runs) >= 6 and all(r.is_finished for r in runs)  # 4, and shard 2's two retries
 
-        wait_until(settled, RUN_TIMEOUT, f"the shard runs\n{deployment.log('daemon')}")
+        # six runs, three of them one after another (a run and its two retries): a longer guard
+        wait_until(settled, 3 * RUN_TIMEOUT, f"the shard runs\n{deployment.log('daemon')}")
         records = {r.dagster_run.run_id: r for r in instance.get_run_records(dg.RunsFilter(run_ids=launched))}
         # the queue hands all four to run workers before any of them ends (none waits for another)
         dequeued = [_event_time(instance, run_id, dg.DagsterEventType.PIPELINE_STARTING) for run_id in launched]
@@ -175,7 +176,7 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
         partition = {k: v for k, v in failed.tags.items() if k.startswith("dagster/partition") or k == NIGHTLY_TAG}
         launch(webserver_port, "load", partition)
         wait_until(lambda: _daily_runs(instance), RUN_TIMEOUT, f"the daily stages\n{deployment.log('daemon')}")
-        wait_until(lambda: all(r.is_finished for r in _daily_runs(instance)), RUN_TIMEOUT, "the daily stages' run")
+        wait_until(lambda: all(r.is_finished for r in _daily_runs(instance)), 2 * RUN_TIMEOUT, "the daily stages' run")
         [daily] = _daily_runs(instance)
         assert daily.status == dg.DagsterRunStatus.SUCCESS and daily.tags["dagster/partition"] == str(DAY)
         stages = {key.to_user_string() for key in daily.asset_selection or ()}
