@@ -37,7 +37,7 @@ system:
 	fi
 
 test: system setup
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest -n 2 --dist loadfile --no-loadscope-reorder
 
 # the local UI runs on the demo data: the demo hash key unless TRACELAKE_HASH_KEY is set
 ui: setup

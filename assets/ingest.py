@@ -6,7 +6,6 @@ shard of a day at a time (day x shard partitions: pipelines/partitions.py);
 last ingested) are skipped, so a re-run reads nothing and commits nothing.
 """
 
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -16,7 +15,6 @@ import polars as pl
 
 from assets.reporting import merge_metadata, preview
 from pipelines.automation import after_inputs
-from pipelines.collector import gc_paused
 from pipelines.ingest import quality
 from pipelines.ingest.objects import IngestBatch
 from pipelines.ingest.plan import DayPlan, plan_day
@@ -53,8 +51,8 @@ def _start_workers_early(redactor: "Redactor", rows: int) -> None:
     show the day will be redacted by them: spawning them and loading their NER
     models (~1.4 CPU-s each) then overlaps with the rest of the parsing, on the
     core the parent leaves idle, instead of delaying redaction (bench/ingest.py)."""
-    if not redactor.pool.started and redactor.pool.parallel_rows(rows):
-        redactor.pool.start_workers()
+    if redactor.pool is not None and not redactor.pool.started and redactor.in_workers(rows):
+        redactor.pool.start()
 
 
 def _write(plan: DayPlan, warehouse: Warehouse) -> dict[str, MergeResult]:
@@ -66,22 +64,6 @@ def _write(plan: DayPlan, warehouse: Warehouse) -> dict[str, MergeResult]:
             # queryable (empty) from the first run; a day of llm spans alone stores no spans
             warehouse.ensure(write.table)
     return written
-
-
-# calls kept for the asset's preview once the day's row dicts are freed
-PREVIEW_ROWS = 5
-
-
-def _free_rows_while_writing(batch: IngestBatch) -> threading.Thread:
-    """Free the day's `calls` and `spans` row dicts (the writes take the plan's Arrow tables)
-    in a thread, started as the writes begin: delta-rs encodes and writes without the GIL,
-    so the ~0.5 s of freeing millions of objects overlaps them instead of following the
-    asset's last line (bench/ingest.py, README "Speed", seventh round)."""
-    rows = [batch.calls, batch.spans]
-    batch.calls, batch.spans = batch.calls[:PREVIEW_ROWS], []
-    freeing = threading.Thread(target=rows.clear, name="tracelake-free-rows", daemon=True)
-    freeing.start()
-    return freeing
 
 
 def raw_traces_for(spec: ShardSpec) -> dg.AssetsDefinition:
@@ -125,11 +107,6 @@ def load_shard(
 
     # a templated system prompt keeps the names its template itself writes (a brand)
     redactor = redaction.redactor(templates=template_store.source)
-    # Workers freeing a day of rows take seconds to exit (one after the other): they
-    # stop in a thread as soon as redaction is done, while this process converts the
-    # redacted rows to Arrow and writes them.
-    stopping = ThreadPoolExecutor(1, thread_name_prefix="tracelake-redact-stop")
-    stopped = []
     try:
         plan = plan_day(
             listed,
@@ -146,17 +123,12 @@ def load_shard(
             progress=report,
             # the quality checks' Great Expectations context is built while the workers run NER
             redacting=quality.prepare_in_background,
-            redacted=lambda: stopped.append(stopping.submit(redactor.close)),
+            # the workers exit (freeing their state) while this process writes
+            redacted=redactor.close,
         )
-        freeing = _free_rows_while_writing(plan.batch)
-        written = _write(plan, warehouse)
-        freeing.join()
     finally:
-        if not stopped:
-            redactor.close()
-        stopping.shutdown(wait=True)
-    for result in stopped:
-        result.result()  # a worker that failed to stop is an error of this run
+        redactor.close()
+    written = _write(plan, warehouse)
     for note in plan.notes:
         context.log.info(note)
     if plan.counts["records_quarantined_residual_pii"]:
@@ -232,8 +204,7 @@ def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.Materi
     day_traces = spans.filter(pl.col("occurred_date") == day)["trace_id"].unique()
     spans = spans.filter(pl.col("trace_id").is_in(day_traces.implode()))
     calls = warehouse.read("calls", window & pl.col("trace_id").is_in(day_traces.implode()), CALL_COLUMNS)
-    with gc_paused():  # a trace's row dicts all stay alive: collecting while they are built is work for nothing
-        rows = rollup(calls, spans, day, datetime.now(UTC))
+    rows = rollup(calls, spans, day, datetime.now(UTC))
     result = warehouse.merge("traces", rows, partitions=[day])
     context.log.info(f"{day}: {len(rows)} traces rolled up from {calls.height} calls and {spans.height} spans")
     return dg.MaterializeResult(

@@ -76,20 +76,16 @@ def quality_check(table: str, blocking: bool = True) -> dg.AssetChecksDefinition
     return check
 
 
-# Tables that hold text, and the columns to scan where the redactor's field map does not cover them.
-TEXT_TABLES = {"calls": None, "spans": None, "quarantine": ["message"]}
+# The tables the residual-PII scan reads (``residual.SCANNED``): the tables ingest writes text to.
+RESIDUAL_TABLES = ("calls", "spans", "redaction_audit", "quarantine")
 
 
-def _text_rows(warehouse: Warehouse, table: str, day) -> pl.DataFrame:
-    """The day's rows of ``table``, only the columns the residual scan reads (a
-    `calls` row's hashes, ids and times are most of its bytes and never scanned)."""
-    from pipelines.redact.row_fields import FIELDS
-
-    columns = TEXT_TABLES[table] or list(FIELDS[table])
+def _scanned_rows(warehouse: Warehouse, table: str, day) -> pl.DataFrame:
+    """The day's rows of ``table`` as the residual scan reads them (a quarantine row's message only)."""
     if table != "quarantine":
-        return warehouse.read(table, pl.col("occurred_date") == day, columns)
+        return warehouse.read(table, pl.col("occurred_date") == day)
     log = warehouse.read("ingest_log", pl.col("partition_date") == day, ["source_key"])
-    return _quarantine_rows(warehouse, day, log["source_key"], columns)
+    return _quarantine_rows(warehouse, day, log["source_key"], ["message"])
 
 
 def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
@@ -99,7 +95,7 @@ def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
         blocking=True,
         partitions_def=daily,
         automation_condition=after_inputs(),
-        description=f"No emails, valid CPFs/CNPJs, Luhn-valid cards or API keys left in the text of `{table}`.",
+        description=f"No emails, valid CPFs/CNPJs, Luhn-valid cards or API keys left in `{table}`.",
     )
     def check(
         context: dg.AssetCheckExecutionContext, warehouse: Warehouse, redaction: Redaction
@@ -107,13 +103,8 @@ def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
         from pipelines.redact.residual import patterns_for_mode, residual_pii_check
 
         day = day_of(context)
-        rows = _text_rows(warehouse, table, day)
         report = residual_pii_check(
-            rows,
-            table=table if TEXT_TABLES[table] is None else None,
-            columns=TEXT_TABLES[table],
-            policy=redaction.policy(),
-            patterns=patterns_for_mode(redaction.mode),
+            _scanned_rows(warehouse, table, day), table, redaction.policy(), patterns_for_mode(redaction.mode)
         )
         if not report.passed:
             context.log.error(f"{table} {day}: residual PII found: {report.counts}; the rows were not redacted")
@@ -130,5 +121,5 @@ def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
 
 
 checks = [quality_check(t) for t in ("calls", "spans", "traces", "ingest_log", "quarantine")] + [
-    residual_pii_check(t) for t in TEXT_TABLES
+    residual_pii_check(t) for t in RESIDUAL_TABLES
 ]

@@ -11,6 +11,13 @@ from datetime import date
 import dagster as dg
 import polars as pl
 
+from assets.replay_view import (
+    SUMMARY_CHECK_SPECS,
+    check_results,
+    segment_table,
+    window_metadata,
+    write_plot,
+)
 from assets.reporting import merge_metadata, preview
 from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG, nightly
 from pipelines.jobs import replay as replay_job
@@ -25,18 +32,34 @@ from pipelines.partitions import (
 )
 from pipelines.partitions import candidates as candidate_dimension
 from pipelines.printable import inert
+from pipelines.record.canonical import sha256_hex
 from pipelines.replay.bodies import answer_of
-from pipelines.replay.candidates import Candidate, CandidateError, template_problem
+from pipelines.replay.candidates import Candidate, CandidateError, example_yaml, template_problem
 from pipelines.replay.day import CALL_COLUMNS, DayInputs, latest_rot, replay_day
 from pipelines.replay.judging import pairwise_judge
 from pipelines.replay.plan import ReplayPlan, plan_replay
-from pipelines.replay.report import SEGMENT_COLUMNS, segment_table_rows
 from pipelines.replay.summary import summarize
+from pipelines.replay.unlock import LOG_TABLE, Unlocker, log_rows
+from pipelines.replay.window import checks, pool, request_costs
 from pipelines.resources.candidates import CandidateRegistry
 from pipelines.resources.judge import JudgePolicy
 from pipelines.resources.llm import LLM, LLMRequest, LLMResult
+from pipelines.resources.replay_key import ReplayKey
 from pipelines.resources.stores import TemplateStore
 from pipelines.resources.warehouse import Warehouse
+from pipelines.settings import Settings
+
+CANDIDATE_HELP = f"""A **candidate** is a prompt/model change to try on recorded traffic: one YAML file
+`<id>.yaml` in the registry at `{Settings.from_env().candidates_uri}` (`TRACELAKE_CANDIDATES`). The
+`candidate_partitions_sync` sensor makes each valid file a partition (only the registry adds
+candidates; a rejected file fails the sensor's tick with the file and the reason).
+`tracelake candidates new ID` writes this minimal file:
+
+```yaml
+{example_yaml("prompt-v5")}```"""
+
+
+NO_RETRY_TAG = "dagster/retry_on_asset_or_op_failure"
 
 
 def template_source(candidate: Candidate, templates: TemplateStore) -> str | None:
@@ -157,6 +180,14 @@ def record_plan(context: dg.AssetExecutionContext, plan: ReplayPlan) -> None:
     context.instance.add_run_tags(context.run.run_id, {k: v[:1000] for k, v in tags.items()})
 
 
+def log_decryptions(warehouse: Warehouse, unlocker: Unlocker, run_id: str, candidate: str) -> int:
+    """The run's decryptions not yet in `unredaction_log`, appended there (before anything is sent)."""
+    rows = log_rows(unlocker.unlogged(), purpose="replay", run_id=run_id, candidate=candidate)
+    if rows:
+        warehouse.merge(LOG_TABLE, rows)
+    return len(rows)
+
+
 def sender(ask):
     """``send`` for the replay core: the same rounds, read as Answers."""
     return lambda outgoing: {key: answer_of(result) for key, result in ask(outgoing).items()}
@@ -169,7 +200,10 @@ def sender(ask):
     group_name="replay",
     pool="llm",
     description="One row per call x candidate x mode x sample: the fidelity of the replay, the request sent, "
-    "old and new output, tokens, cost and the verdict with what decided it.",
+    "old and new output, tokens, cost and the verdict with what decided it. Its metadata separates what this "
+    "run sent and spent (the ledger) from what the partition's rows cost; a re-run answered from the ledger "
+    "sends nothing, commits nothing and keeps its data version, so `replay_summary` does not run again.\n\n"
+    + CANDIDATE_HELP,
 )
 def replays(
     context: dg.AssetExecutionContext,
@@ -178,14 +212,26 @@ def replays(
     candidate_registry: CandidateRegistry,
     template_store: TemplateStore,
     judge_policy: JudgePolicy,
+    replay_key: ReplayKey,
 ) -> dg.MaterializeResult:
     candidate_id, day = candidate_day_of(context)
     run_id = context.run.run_id
-    candidate = candidate_registry.get(candidate_id)
-    inputs = day_inputs(candidate, day, warehouse, template_store)
+    try:
+        candidate = candidate_registry.get(candidate_id)
+        # encrypt-mode calls are decrypted in memory when the environment holds the replay key
+        inputs = replace(day_inputs(candidate, day, warehouse, template_store), unlocker=replay_key.unlocker())
+    except CandidateError as e:
+        # a retry reads the same file: fail once, clearly, and say it is not retried
+        context.instance.add_run_tags(run_id, {NO_RETRY_TAG: "false"})
+        raise dg.Failure(
+            description=f"{inert(str(e))} Partitions come from the registry at {candidate_registry.uri}; "
+            "a candidate added by hand has no file behind it. Not retried.",
+            allow_retries=False,
+        ) from None
     judge = judge_policy.load().judge
     # first thing: what this run will send and cost, logged and recorded; nothing is sent when it is blocked
     plan = plan_of([inputs], llm, warehouse, judge.model, run_id)
+    decrypted = log_decryptions(warehouse, inputs.unlocker, run_id, candidate_id)
     record_plan(context, plan)
     if plan.blocked:
         raise dg.Failure(
@@ -198,6 +244,7 @@ def replays(
     ask = asker(llm, warehouse, run_id, context.log, counts)
     inputs.judge = pairwise_judge(ask, model=judge.model, candidate=candidate_id)
     rows = replay_day(inputs, sender(ask), run_id=run_id)
+    decrypted += log_decryptions(warehouse, inputs.unlocker, run_id, candidate_id)
     result = warehouse.merge("replays", rows, partitions=[candidate_id])
     fidelities = Counter(r["fidelity"] for r in rows)
     verdicts = Counter(r["verdict"] for r in rows if r["verdict"])
@@ -215,8 +262,21 @@ def replays(
         )
     if errored:
         context.log.warning(f"{errored} of {counts['sent']} requests sent came back errored; a re-run retries them")
+    requests_billed, spent = run_spend(warehouse, run_id)
+    committed = result.inserted + result.updated + result.deleted
+    if not counts["sent"] and not committed:
+        context.log.info(f"{candidate_id} {day}: 0 sent, nothing committed: every answer came from the ledger")
+    partition = (pl.col("candidate") == candidate_id) & (pl.col("day") == day)
+    stored = warehouse.read("replays", partition, ["record_sha256"])
     return dg.MaterializeResult(
+        # the partition's content: unchanged by a re-run that commits nothing (replay_summary follows changes)
+        data_version=dg.DataVersion(sha256_hex("\n".join(sorted(stored["record_sha256"].to_list())))),
         metadata={
+            "this_run": f"{counts['sent']} sent, ${spent:.4f} spent; "
+            + (f"{committed} rows committed" if committed else "nothing committed (answered from the ledger)"),
+            "spent_this_run_usd": round(spent, 6),
+            "requests_billed_this_run": requests_billed,
+            "cost_of_rows_usd": round(sum((r["cost_usd"] or 0) + (r["judge_cost_usd"] or 0) for r in rows), 6),
             **merge_metadata(result, warehouse),
             "dagster/row_count": len(rows),
             "candidate": candidate_id,
@@ -224,6 +284,7 @@ def replays(
             "changes": ", ".join(candidate.changes) or "none",
             "plan": dg.MetadataValue.md(plan.markdown()),
             **{k: v for k, v in plan.metadata().items() if v is not None},
+            "calls_decrypted": decrypted,
             "requests_sent": counts["sent"],
             "requests_reused": counts["reused"],
             "requests_errored": errored,
@@ -231,7 +292,6 @@ def replays(
                 {k.removeprefix("dropped_"): n for k, n in counts.items() if k.startswith("dropped_")}
             ),
             "substituted_rows": sum(1 for r in rows if r["substituted_from"]),
-            "cost_usd": round(sum((r["cost_usd"] or 0) + (r["judge_cost_usd"] or 0) for r in rows), 6),
             "judge_cost_usd": round(sum(r["judge_cost_usd"] or 0 for r in rows), 6),
             "comparison": candidate.comparison,
             "decided_by": dg.MetadataValue.json(dict(Counter(r["decided_by"] for r in rows if r["decided_by"]))),
@@ -239,8 +299,22 @@ def replays(
             "fidelity": dg.MetadataValue.json(dict(fidelities)),
             "verdicts": dg.MetadataValue.json(dict(verdicts)),
             "preview": preview(rows, ["service", "mode", "sample_index", "fidelity", "verdict", "decided_by"]),
-        }
+        },
     )
+
+
+# A re-run that sends nothing and commits nothing keeps the data version of `replays`,
+# so the summary follows only real changes (and a run that asks for both in one go).
+SUMMARY_AUTOMATION = (
+    dg.AutomationCondition.eager()
+    .without(dg.AutomationCondition.in_latest_time_window())
+    .replace(
+        "any_deps_updated",
+        dg.AutomationCondition.any_deps_match(
+            dg.AutomationCondition.data_version_changed() | dg.AutomationCondition.will_be_requested()
+        ).with_label("any_deps_changed"),
+    )
+)
 
 
 @dg.asset(
@@ -249,53 +323,84 @@ def replays(
     kinds={"delta"},
     group_name="replay",
     pool="warehouse",
-    # eager for any day, not only the latest: backfilled days get their summary too
-    automation_condition=dg.AutomationCondition.eager().without(dg.AutomationCondition.in_latest_time_window()),
-    description="Per candidate, day, mode, fidelity and segment: improved / regressed / same with Wilson "
-    "intervals, a paired sign test, Benjamini-Hochberg across segments, cost, and a flag when the aggregate "
-    "improves while a segment significantly regresses.",
+    # eager for any day, not only the latest (backfilled days get their summary too), on a changed data version
+    automation_condition=SUMMARY_AUTOMATION,
+    check_specs=SUMMARY_CHECK_SPECS,
+    description="The decision on a candidate. Per candidate, day, mode, fidelity and segment: improved / "
+    "regressed / same with Wilson intervals, a paired sign test, Benjamini-Hochberg across segments and cost; "
+    "and every day replayed so far pooled into one view (the `window_*` metadata, a plot, regressed examples). "
+    "Four warn checks say whether the aggregate hides a segment regression, a segment regresses, the replays are "
+    "mostly approximate, or the cost is over the candidate's `budget_usd`.\n\n" + CANDIDATE_HELP,
 )
-def replay_summary(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
+def replay_summary(
+    context: dg.AssetExecutionContext, warehouse: Warehouse, candidate_registry: CandidateRegistry
+) -> dg.MaterializeResult:
     candidate_id, day = candidate_day_of(context)
-    rows = warehouse.read("replays", (pl.col("candidate") == candidate_id) & (pl.col("day") == day)).to_dicts()
+    window = warehouse.read("replays", pl.col("candidate") == candidate_id).to_dicts()
+    rows = [r for r in window if r["day"] == day]
     summary = summarize(rows, candidate_id, day)
     # the partition's groups as of now: a group that no longer exists goes
     where = (pl.col("candidate") == candidate_id) & (pl.col("day") == day)
     result = warehouse.merge("replay_summary", summary, partitions=[candidate_id], replace=where)
-    flagged = any(r["hides_regression"] for r in summary)
+    view = pool(window, candidate_id, request_costs(warehouse, window))
+    try:
+        budget = candidate_registry.get(candidate_id).budget_usd
+    except CandidateError as e:
+        context.log.warning(f"no budget check: {inert(str(e))}")
+        budget = None
+    plot = write_plot(view, warehouse.uri)
     return dg.MaterializeResult(
         metadata={
+            **window_metadata(view, plot),
+            "day": str(day),
+            "day_hides_regression": dg.MetadataValue.bool(any(r["hides_regression"] for r in summary)),
+            "day_segments": segment_table(summary),
+            "day_cost_usd": round(sum(r["cost_usd"] for r in summary if r["segment_key"] == "all"), 6),
+            "replays": len(rows),
+            "simulated": dg.MetadataValue.bool(any(r["simulated"] for r in summary)),
             **merge_metadata(result, warehouse),
             "dagster/row_count": len(summary),
-            "replays": len(rows),
-            "hides_regression": dg.MetadataValue.bool(flagged),
-            "regressed_segments": ", ".join(sorted({s for r in summary for s in r["regressed_segments"]})) or "none",
-            "cost_usd": round(sum(r["cost_usd"] for r in summary if r["segment_key"] == "all"), 6),
-            "simulated": dg.MetadataValue.bool(any(r["simulated"] for r in summary)),
-            "segments": preview(segment_table_rows(summary), SEGMENT_COLUMNS, limit=200),
-        }
+        },
+        check_results=check_results(checks(view, budget), plot),
     )
+
+
+class CandidateFilesRejected(Exception):
+    """A registry file the sensor cannot make a candidate of: fails the tick, so the UI shows it."""
 
 
 @dg.sensor(
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Adds a candidate partition for every valid candidate in the registry (TRACELAKE_CANDIDATES); "
-    "files with a bad slug or bad content are rejected with the reason.",
+    description="Makes the candidate partitions what the registry (TRACELAKE_CANDIDATES) holds: adds one for "
+    "every valid file, removes one that has no file (added by hand: no phantom candidates). A file with a bad "
+    "slug or bad content fails the tick with the file and the reason, until it is fixed or removed.",
 )
 def candidate_partitions_sync(context: dg.SensorEvaluationContext, candidate_registry: CandidateRegistry):
     found, rejected = candidate_registry.load()
-    for error in rejected:
-        context.log.error(f"rejected candidate file: {inert(str(error))}")
+    problems = [inert(str(e)) for e in rejected]
+    for problem in problems:
+        context.log.error(f"rejected candidate file: {problem}")
     known = set(context.instance.get_dynamic_partitions(CANDIDATE_PARTITIONS))
     new = sorted(set(found) - known)
-    problems = "; ".join(inert(str(e)) for e in rejected)
-    if not new:
-        return dg.SkipReason(
-            f"no new candidates ({len(found)} known)" + (f"; rejected: {problems}" if problems else "")
+    phantom = sorted(known - candidate_registry.ids_on_file())
+    requests = []
+    if new:
+        context.log.info(f"adding candidate partitions: {', '.join(new)}")
+        requests.append(candidate_dimension.build_add_request(new))
+    if phantom:
+        context.log.warning(
+            f"removing candidate partitions with no file in {candidate_registry.uri}: {', '.join(phantom)}"
         )
-    context.log.info(f"adding candidate partitions: {', '.join(new)}")
-    return dg.SensorResult(dynamic_partitions_requests=[candidate_dimension.build_add_request(new)])
+        requests.append(candidate_dimension.build_delete_request(phantom))
+    if requests:
+        return dg.SensorResult(dynamic_partitions_requests=requests)
+    if problems:
+        raise CandidateFilesRejected(
+            f"{len(problems)} candidate file(s) rejected in {candidate_registry.uri} ({len(found)} valid): "
+            + " | ".join(problems)
+        )
+    return dg.SkipReason(f"no new candidates ({len(found)} known)")
 
 
 def nightly_stages_ran(run: dg.DagsterRun) -> bool:

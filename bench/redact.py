@@ -3,16 +3,17 @@
     .venv/bin/python bench/redact.py                         # a 40,000-call demo day, NER on
     .venv/bin/python bench/redact.py --calls 2000            # small and quick
     .venv/bin/python bench/redact.py --issue-baseline        # also the redactor the issue measured
+    .venv/bin/python bench/redact.py --compare HEAD~1        # also other commits' code, same rows, same run
 
 The demo day (``pipelines.demo.generate``) is generated once and cached under
 bench/out/redact/, then parsed into `calls` and `spans` rows by the ingest
 core. The stage is what ingest runs on those rows: ``Redactor.redact_rows``
 (from cold: analyzer start-up and worker spawn included), then the pre-write
-residual-PII screen (``residual.row_residuals`` over calls and spans); this
-checkout's redactor screens the rows as it makes them
-(``redact_rows(screen=...)``: the text columns in its workers), so its screen
-is inside the redaction's wall time and its share is given in CPU-seconds
-(the stage's: parent and workers).
+residual-PII screen (``residual.scan`` of the Arrow tables about to be written;
+their conversion is the write's, outside the stage). A redactor from before
+issue 32 screened the rows itself as it made them (``redact_rows(screen=...)``):
+its screen is inside its redaction's wall time, and its share is given in
+CPU-seconds (the stage's: parent and workers).
 
 Contenders, each on the same rows with the same workers:
 
@@ -170,6 +171,9 @@ def main() -> None:
     parser.add_argument("--mode", default="placeholder", choices=("placeholder", "encrypt", "synthetic"))
     parser.add_argument("--baseline-commit", default=BASELINE_COMMIT, help="today's redactor: the code at this commit")
     parser.add_argument("--issue-baseline", action="store_true", help="also the redactor the issue measured")
+    parser.add_argument(
+        "--compare", action="append", default=[], metavar="COMMIT", help="also the code at COMMIT (repeatable)"
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "redact")
     args = parser.parse_args()
 
@@ -195,6 +199,11 @@ def main() -> None:
     if args.issue_baseline:
         print("the issue's redactor ...", file=sys.stderr)
         runs["as the issue measured"] = run_stage(tree, work, args.out / "issue.json", everywhere=True)
+    for commit in args.compare:
+        other = baseline_tree(args.out, commit)
+        name = other.name.removeprefix("baseline-")
+        print(f"{name} ...", file=sys.stderr)
+        runs[name] = run_stage(other, work, args.out / f"compare-{name}.json")
     runs["tracelake"] = tracelake
     work.unlink()
 

@@ -8,7 +8,8 @@ the redactor; CPU-seconds of one process (no workers) much less so. Each
 contender (this checkout, today's redactor and the one the issue measured, as
 in ``bench/redact.py``) runs in a fresh process on the same rows, the
 contenders interleaved round by round: ``Redactor.redact_rows`` with
-``workers=1``, then the pre-write screen (``residual.row_residuals``).
+``workers=1``, then the pre-write screen (``residual.scan`` of the tables
+about to be written; ``residual.row_residuals`` before issue 32).
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ sys.path.insert(0, str(ROOT))
 def stage_cpu(tree: str, work: str, everywhere: bool) -> dict[str, float]:
     """Run in the contender's process: ``tree``'s code first on the path."""
     sys.path.insert(0, tree)
+    import inspect
+
     from bench.redact_stage import template_lookup
     from pipelines.redact.keys import KeyRing
     from pipelines.redact.policy import load_policy
     from pipelines.redact.redactor import Redactor
-    from pipelines.redact.residual import row_residuals
 
     if everywhere:  # the redactor the issue measured: NER on every system prompt
         Redactor._walker_for = lambda self, call: self.walker
@@ -45,8 +47,20 @@ def stage_cpu(tree: str, work: str, everywhere: bool) -> dict[str, float]:
     with Redactor(policy, "placeholder", keys, 1, ner=True, **looks_up) as redactor:
         result = redactor.redact_rows(calls, spans)
     redacted = time.process_time()
-    row_residuals(result.calls, "calls", policy)
-    row_residuals(result.spans, "spans", policy)
+    if "screen" in inspect.signature(Redactor.redact_rows).parameters:  # before issue 32: on row dicts
+        from pipelines.redact.residual import row_residuals
+
+        row_residuals(result.calls, "calls", policy)
+        row_residuals(result.spans, "spans", policy)
+    else:  # the scan of the tables about to be written (their conversion is the write's)
+        from pipelines.record.rows import from_columns
+        from pipelines.record.schema import TABLES
+        from pipelines.redact.residual import scan
+
+        tables = {t: from_columns(rows, TABLES[t]) for t, rows in (("calls", result.calls), ("spans", result.spans))}
+        redacted = time.process_time()
+        for name, table in tables.items():
+            scan(table, name, policy)
     return {"redact_cpu_s": redacted - start, "screen_cpu_s": time.process_time() - redacted}
 
 
@@ -56,6 +70,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "redact")
+    parser.add_argument("--baseline-commit", default=None, help="today's redactor: the code at this commit")
     parser.add_argument("--contender", nargs=3, metavar=("TREE", "WORK", "EVERYWHERE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.contender:
@@ -68,7 +83,7 @@ def main() -> None:
     calls, spans = demo_rows(args.out, args.calls, args.seed)
     work = args.out / f"cpu-work-{args.calls}calls.pickle"
     work.write_bytes(pickle.dumps({"day": (calls, spans), "keys": KEYS, "templates": templates()}, protocol=5))
-    tree = baseline_tree(args.out, BASELINE_COMMIT)
+    tree = baseline_tree(args.out, args.baseline_commit or BASELINE_COMMIT)
     contenders = {"tracelake": (ROOT, "0"), "today": (tree, "0"), "as the issue measured": (tree, "1")}
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in contenders}
     for _ in range(args.rounds):

@@ -207,12 +207,15 @@ class Settings:
 
         from pipelines.resources.judge import AlertWebhook, JudgePolicy
         from pipelines.resources.policies import Redaction, RetentionPolicy
+        from pipelines.resources.replay_key import ReplayKey
 
         return {
             "source": self.object_store(),
             "warehouse": self.warehouse_resource(),
             "retention_policy": RetentionPolicy(path=self.retention_policy),
             "redaction": Redaction(mode=self.redaction_mode, policy_path=self.redaction_policy),
+            # the replay key itself is read from the environment when a replay decrypts, never config
+            "replay_key": ReplayKey(policy_path=self.redaction_policy),
             **self.ingredient_stores(),
             "llm": self.llm(),
             "candidate_registry": self.candidate_registry(),

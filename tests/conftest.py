@@ -67,3 +67,36 @@ def s3(moto_endpoint: str) -> S3:
 def instance() -> Iterator[dg.DagsterInstance]:
     with dg.instance_for_test() as inst:
         yield inst
+
+
+@pytest.fixture(autouse=True)
+def no_definitions_state_from_an_earlier_test() -> Iterator[None]:
+    """Each test starts with no current definitions-state storage. Dagster keeps it in a
+    context variable that entering an instance sets (`DagsterInstance.__enter__`); a
+    context built with an instance and never closed leaves it pointing at that instance,
+    and once the instance is gone every later `Definitions` load in the same worker fails
+    with "Attempted to resolve undefined DagsterInstance weakref". Production processes
+    open one instance for their life; only a test worker runs many in turn."""
+    from dagster._core.storage.defs_state.base import set_defs_state_storage
+
+    with set_defs_state_storage(None):
+        yield
+
+
+# The longest files, measured (`pytest --durations`): collected first, so that `--dist loadfile
+# --no-loadscope-reorder` (make test) starts them while the other worker runs the many short
+# files, instead of leaving one of them to run alone at the end (xdist's own reordering puts
+# files with the most tests first).
+LONGEST_FIRST = (
+    "tests/replay/test_ui.py",
+    "tests/production/test_postgres_instance.py",
+    "tests/llm/test_batches.py",
+    "tests/ingest/test_instance_creation.py",
+    "tests/ingest/test_feedback_identity.py",
+    "tests/production/test_concurrent_writers.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(rank)))

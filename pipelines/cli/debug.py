@@ -287,6 +287,9 @@ def ablate_command(
     from pipelines.settings import Settings
 
     settings = Settings.from_env()
+    from pipelines.redact.keys import MissingKey
+    from pipelines.replay.unlock import Seal, unlock_for_command
+
     warehouse = settings.warehouse()
     bad, good = _call_or_fail(warehouse, bad_id), _call_or_fail(warehouse, good_id)
     for call in (bad, good):
@@ -294,22 +297,37 @@ def ablate_command(
             _fail(
                 f"call {call['call_id']} has no frozen request to replay (capture_missing: {call['capture_missing']})"
             )
-    found = differences(bad, good)
+    run_id = _run_id("ablate")
+    try:  # encrypt-mode calls are decrypted (in memory, logged) when the replay key is configured
+        unlocks = unlock_for_command(
+            warehouse, [bad, good], purpose="ablate", run_id=run_id, policy_path=settings.redaction_policy
+        )
+    except MissingKey as e:
+        _fail(str(e))
+    for unlock in unlocks.values():
+        if unlock.error:
+            _fail(unlock.error)
+    plain = {i: u.call for i, u in unlocks.items() if u.call is not None}
+    # what the decrypted variants produce, and names built from them, are sealed (plaintexts as tokens)
+    seals = [u.seal for u in unlocks.values() if u.seal is not None]
+    seal = Seal.joined(seals) if seals else None
+    shown = seal or (lambda text: text)
+    plain_bad, plain_good = plain.get(bad["call_id"], bad), plain.get(good["call_id"], good)
+    found = differences(plain_bad, plain_good)
     if not found:
         _fail("the two calls' requests do not differ: nothing to ablate")
     symptom, failed = symptom_and_test(bad)
-    planned = variants(bad, good, found, neutral=neutral)
+    planned = variants(plain_bad, plain_good, found, neutral=neutral)
     bodies, moved = _on_served_models(settings, [v.body for v in planned])
     planned = [dataclasses.replace(v, body=b) for v, b in zip(planned, bodies, strict=True)]
     if moved:
         console.print(moved, soft_wrap=True, markup=False)
     requests = sample_requests(
-        (v.body for v in planned), n, purpose="ablation", mode="ablation", call_id=bad["call_id"]
+        (v.body for v in planned), n, purpose="ablation", mode="ablation", call_id=bad["call_id"], seal=seal
     )
     console.print(
         f"{len(found)} difference(s), {len(planned)} variants x {n} samples; failure = {symptom}", soft_wrap=True
     )
-    run_id = _run_id("ablate")
     sent = _send(settings, requests, run_id=run_id, batch=batch, budget_usd=budget_usd, what="ablating")
     results = outcomes(planned, sent.answers, failed)
     bad0, good0, ranked = effects(results)
@@ -327,7 +345,7 @@ def ablate_command(
     for e in sorted(ranked, key=lambda e: e.difference_index):
         table.add_row(
             str(e.difference_index),
-            e.difference,
+            shown(e.difference),
             rate(e.reversed_in_bad),
             rate(e.introduced_in_good),
             f"{e.effect:+.2f}",
@@ -339,31 +357,47 @@ def ablate_command(
     else:
         out.print(
             Text(
-                f"cause: #{top.difference_index} {top.difference}: reversing it takes the failure rate from "
+                f"cause: #{top.difference_index} {shown(top.difference)}: reversing it takes the failure rate from "
                 f"{bad0.failure_rate:.0%} to {top.reversed_in_bad.failure_rate:.0%}; introducing it into the good "
                 f"call takes it from {good0.failure_rate:.0%} to {top.introduced_in_good.failure_rate:.0%}"
             ),
             highlight=False,
             soft_wrap=True,
         )
-    rows = ablation_rows(bad, good, results, symptom, run_id=run_id, now=datetime.now(UTC))
+    rows = [shown(r) for r in ablation_rows(bad, good, results, symptom, run_id=run_id, now=datetime.now(UTC))]
     merged = warehouse.merge("ablations", rows)
     console.print(f"ablations: {len(rows)} row(s) ({merged.inserted} new, version {merged.version})", soft_wrap=True)
 
 
 def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
     """`tracelake replay CALL_ID`: see pipelines/debug/replay_call.py."""
-    from pipelines.debug.replay_call import compare_samples, plan_replay
+    from pipelines.debug.replay_call import compare_samples, plan_replay, sample_row
     from pipelines.debug.sampling import sample_requests
     from pipelines.debug.tables import latest_rot_check
+    from pipelines.redact.keys import MissingKey
+    from pipelines.replay.unlock import redaction_mode_of, unlock_for_command
     from pipelines.settings import Settings
 
     settings = Settings.from_env()
     warehouse = settings.warehouse()
     call = _call_or_fail(warehouse, call_id)
+    run_id = _run_id("replay")
+    try:  # an encrypt-mode call is decrypted (in memory, logged) when the replay key is configured
+        unlock = unlock_for_command(
+            warehouse, [call], purpose="replay", run_id=run_id, policy_path=settings.redaction_policy
+        ).get(call_id)
+    except MissingKey as e:
+        _fail(str(e))
     plan = plan_replay(
-        call, latest_rot_check(warehouse, call_id), pin=pinned, samples=n, redaction_mode=settings.redaction_mode
+        call,
+        latest_rot_check(warehouse, call_id),
+        pin=pinned,
+        samples=n,
+        redaction_mode=redaction_mode_of(warehouse, call) or settings.redaction_mode,
+        unlock=unlock,
     )
+    if unlock is not None and unlock.error:
+        _fail(unlock.error)
     if plan.body is None:
         out.print(f"fidelity: {plan.fidelity.level} ({', '.join(plan.fidelity.reasons)})", highlight=False)
         _fail(f"call {call_id[:16]} cannot be replayed: its record lacks {', '.join(plan.fidelity.reasons)}")
@@ -374,8 +408,16 @@ def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
     if moved:
         out.print(moved, highlight=False, soft_wrap=True, markup=False)
     plan = dataclasses.replace(plan, body=body)
-    requests = sample_requests([plan.body], n, purpose="debug", mode=plan.mode, call_id=call_id)
-    sent = _send(settings, requests, run_id=_run_id("replay"), batch=False, budget_usd=None, what="replaying")
+    requests = sample_requests(
+        [plan.body],
+        n,
+        purpose="debug",
+        mode=plan.mode,
+        call_id=call_id,
+        seal=plan.seal,
+        cache_prefix=not plan.as_witnessed,
+    )
+    sent = _send(settings, requests, run_id=run_id, batch=False, budget_usd=None, what="replaying")
     answers = next(iter(sent.answers.values()), [])
     symptom, samples = compare_samples(call, answers)
     out.print(
@@ -387,11 +429,7 @@ def replay_one_call(call_id: str, pinned: bool, n: int) -> None:
     table = Table("sample", "finish", "moved from the original", "shows the symptom", "answer")
     table.columns[-1].overflow = "fold"
     for s in samples:
-        text = (s.answer.text or s.answer.error or "")[:160]
-        moved = ", ".join(s.moved) or ("nothing" if s.answer.ok else "no answer")
-        table.add_row(
-            str(s.index), s.answer.finish_reason or s.answer.status, moved, "yes" if s.shows_symptom else "no", text
-        )
+        table.add_row(*sample_row(s))
     out.print(table)
     shown = sum(s.shows_symptom for s in samples)
     out.print(f"reproduced the symptom in {shown} of {len(samples)} sample(s)", highlight=False, soft_wrap=True)

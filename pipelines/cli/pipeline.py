@@ -15,6 +15,8 @@ from pipelines.cli.app import QUIET, RUN_TAGS, app, console, days_between, out, 
 
 # the demo's share of long-prompt (support.kb) calls: enough for its candidate to show cache reads
 DEMO_LONG_PROMPT_SHARE = 0.01
+# the demo's share of identity-check (account.verify) calls: its last day replays them exactly
+DEMO_VERIFY_SHARE = 0.01
 
 
 @app.command("demo-data")
@@ -27,6 +29,9 @@ def demo_data(
     stores: str = typer.Option(None, help="Where to write the ingredient stores (default: TRACELAKE_STORES)"),
     long_prompt_calls: int = typer.Option(
         0, "--long-prompt-calls", help="support.kb calls per day with ~5,000-token prompts (pipelines/demo/kb.py)"
+    ),
+    verify_calls: int = typer.Option(
+        0, "--verify-calls", help="account.verify calls per day, with a tax id (pipelines/demo/verify.py)"
     ),
 ) -> None:
     """Write realistic synthetic traces (and the stores they were rendered from)."""
@@ -54,6 +59,7 @@ def demo_data(
             endpoint_url=settings.endpoint_url,
             progress=advance,
             long_prompt_calls=long_prompt_calls,
+            verify_calls=verify_calls,
         )
     console.print(
         f"[green]wrote[/] {summary.objects} objects ({summary.bytes_written / 1e6:.1f} MB), "
@@ -87,6 +93,25 @@ def _demo_llm(settings):
                     os.environ[key] = value
 
 
+@contextmanager
+def _encrypted_demo_day():
+    """Encrypt mode for the block; the demo's published replay key for the rest of the command
+    (the replays after it decrypt with it), unless the environment sets a key of its own."""
+    from pipelines.replay.unlock import DEMO_REPLAY_KEY
+
+    if not os.environ.get("TRACELAKE_REDACTION_KEY", "").strip():
+        os.environ["TRACELAKE_REDACTION_KEY"] = DEMO_REPLAY_KEY
+    mode = os.environ.get("TRACELAKE_REDACTION_MODE")
+    os.environ["TRACELAKE_REDACTION_MODE"] = "encrypt"
+    try:
+        yield
+    finally:
+        if mode is None:
+            os.environ.pop("TRACELAKE_REDACTION_MODE", None)
+        else:
+            os.environ["TRACELAKE_REDACTION_MODE"] = mode
+
+
 @app.command()
 def demo(
     calls: int = typer.Option(2000, help="Model calls per day"),
@@ -97,6 +122,7 @@ def demo(
     from pipelines.cli.replay import run_replay_stage
     from pipelines.demo.registry import install
     from pipelines.redact.keys import DEMO_VARIABLE
+    from pipelines.replay.unlock import DEMO_REPLAY_KEY
     from pipelines.settings import Settings
 
     last = yesterday()
@@ -114,12 +140,23 @@ def demo(
         end=last.isoformat(),
         stores=None,
         long_prompt_calls=round(calls * DEMO_LONG_PROMPT_SHARE),
+        verify_calls=max(1, round(calls * DEMO_VERIFY_SHARE)),
     )
     settings = Settings.from_env()
     # the nightly job's judge and the replays both talk to the simulator (unless a real backend is set)
     with _demo_llm(settings):
-        run(stage="nightly", day=first.isoformat(), to=last.isoformat())
+        if first < last:
+            run(stage="nightly", day=first.isoformat(), to=(last - timedelta(days=1)).isoformat())
+        # the last day is ingested in encrypt mode and replayed with the demo's published replay key:
+        # its account.verify replays are exact, the other days' approximate
+        with _encrypted_demo_day():
+            run(stage="nightly", day=last.isoformat(), to=last.isoformat())
         run_replay_stage(first, last, install(settings.candidates_uri, settings.endpoint_url))
+    from pipelines.demo.sensor_cursor import settle_source_sensor
+    from pipelines.instance import open_instance
+
+    # `make ui` on this state starts no ingest: the source sensor knows these objects
+    settle_source_sensor(open_instance(), settings.object_store())
     tables()
     from pipelines.cli.judge import show_rates
 
@@ -130,6 +167,8 @@ def demo(
         'sum(usage.cost_usd) AS usd FROM calls GROUP BY service"\n'
         '  tracelake sql "SELECT status, count(*) AS calls FROM rot_checks GROUP BY status"\n'
         "  export TRACELAKE_DEMO=1    (other commands then use the demo hash key, as this run did)\n"
+        f"  export TRACELAKE_REDACTION_KEY='{DEMO_REPLAY_KEY}'   (the demo's published replay key: "
+        "replays of the last day's encrypted calls are then exact)\n"
         "  tracelake rot CALL_ID      (why a call's request no longer re-renders)\n"
         "  tracelake replay-report --candidate support-answer-v4   (per-segment replay summary + plot)\n"
         "  make ui                    (the Dagster UI)",

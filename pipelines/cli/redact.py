@@ -82,12 +82,40 @@ def unredact_command(
             documents.items = [d for d in documents.items if trace_scope(d) == trace_id]
             if not documents.items:
                 _fail(f"no document of trace {trace_id!r} in the input")
-        documents.items = unredact_documents(
-            documents.items, KeyRing.from_env(need_hash_key=False), policy=load_policy(policy)
-        )
+        keys = KeyRing.from_env(need_hash_key=False)
+        decrypted = unredact_documents(documents.items, keys, policy=load_policy(policy))
+        # accounted for in unredaction_log before a plaintext is printed
+        log_unredaction(documents.items)
+        documents.items = decrypted
     except (DocumentError, PolicyError, MissingKey, DecryptionError) as e:
         _fail(str(e))
     sys.stdout.write(write_documents(documents))
+
+
+def log_unredaction(documents: list) -> None:
+    """One `unredaction_log` row per document that held tokens (purpose unredact; ids, never values)."""
+    import json
+    import uuid
+    from datetime import UTC, datetime
+
+    from pipelines.redact.encryption import TOKEN
+    from pipelines.redact.redactor import trace_scope
+    from pipelines.replay.unlock import LOG_TABLE, Decryption, log_rows
+    from pipelines.settings import Settings
+
+    found = []
+    for doc in documents:
+        tokens = {m.group(0): m.group(2) for m in TOKEN.finditer(json.dumps(doc, ensure_ascii=False))}
+        if tokens:
+            call_id = doc.get("call_id") if isinstance(doc, dict) else None
+            at = datetime.now(UTC)
+            found.append(
+                Decryption(call_id, trace_scope(doc), at, tuple(sorted(set(tokens.values()))), len(tokens), "decrypted")
+            )
+    if found:
+        Settings.from_env().warehouse().merge(
+            LOG_TABLE, log_rows(found, purpose="unredact", run_id=f"cli-{uuid.uuid4().hex[:12]}")
+        )
 
 
 app.command("redact")(redact_command)

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.cli.app import QUIET, app, console, days_between, out, said, shown, yesterday
+from pipelines.cli.app import QUIET, RUN_TAGS, app, console, days_between, out, said, shown, yesterday
 
 REPORTS = Path(".tracelake") / "reports"
 
@@ -48,6 +48,7 @@ def replay_days(candidate_ids: list[str], days: list[date]) -> list[tuple[str, d
                     partition_key=candidate_day_key(candidate_id, d),
                     raise_on_error=False,
                     run_config=QUIET,
+                    tags=RUN_TAGS,  # listed under the replay job in the UI, like its scheduled runs
                 )
                 if not result.success:
                     failed.append((candidate_id, d))
@@ -173,16 +174,43 @@ def replay(
         raise typer.Exit(2) from None
 
 
+def _segment_tables(wide: Console, title: str, rows: list, simulated: bool) -> None:
+    from pipelines.replay.report import SEGMENT_COLUMNS, group_of, segment_table_rows
+
+    columns = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity", "model_basis")]
+    for mode, fidelity, basis in sorted({group_of(r) for r in rows}):
+        group = [r for r in rows if group_of(r) == (mode, fidelity, basis)]
+        on = ", on retired models' substitutes" if basis == "substituted" else ""
+        heading = Text.assemble(
+            shown(f"{title}: {mode} replay, {fidelity} fidelity{on}"),
+            Text(" (simulated LLM)", style="magenta") if simulated else "",
+        )
+        table = Table(title=heading)
+        for column in columns:
+            table.add_column(
+                column, justify="left" if column in ("segment_key", "flag") else "right", no_wrap=column != "flag"
+            )
+        for r in segment_table_rows(group):
+            style = "bold red" if r["flag"] in ("regresses", "HIDES A REGRESSION") else None
+            table.add_row(*(shown(r[c]) for c in columns), style=style)
+        wide.print(table)
+
+
 def report(
     candidate: str, first: date | None = None, last: date | None = None, plot: Path | None = None
 ) -> Path | None:
-    """Print a candidate's per-segment summary and write the plot; returns the PNG's path."""
+    """Print a candidate's window view (the same as ``replay_summary``'s in the UI: every day pooled,
+    the verdict as checks, cost per call, fidelity, regressed examples with their call ids), then each
+    day's per-segment table; write the pooled plot; returns the PNG's path."""
     import polars as pl
 
-    from pipelines.replay.report import SEGMENT_COLUMNS, group_of, plot_deltas, segment_table_rows
+    from pipelines.replay.candidates import CandidateError
+    from pipelines.replay.report import plot_deltas
+    from pipelines.replay.window import checks, pool, request_costs
     from pipelines.settings import Settings
 
-    warehouse = Settings.from_env().warehouse()
+    settings = Settings.from_env()
+    warehouse = settings.warehouse()
     where = pl.col("candidate") == candidate
     if first is not None:
         where = where & (pl.col("day") >= first) & (pl.col("day") <= (last or first))
@@ -193,41 +221,44 @@ def report(
             shown(f"; run `tracelake replay --candidate {candidate}`"),
         )
         return None
-    days = sorted({r["day"] for r in summary})
-    columns = [c for c in SEGMENT_COLUMNS if c not in ("mode", "fidelity", "model_basis")]
+    window = warehouse.read("replays", where).to_dicts()
+    view = pool(window, candidate, request_costs(warehouse, window))
+    simulated = any(r["simulated"] for r in summary)
     # the per-segment table needs ~130 columns; wider than a pipe's default 80
     wide = Console(width=max(out.width, 150))
-    for d in days:
+    wide.print(said("verdict:", "bold red" if view.regressed else "bold green", view.verdict()))
+    _segment_tables(wide, f"{candidate} over {view.span}, pooled", view.summary, simulated)
+    try:
+        budget = settings.candidate_registry().get(candidate).budget_usd
+    except CandidateError:
+        budget = None
+    for outcome in checks(view, budget):
+        wide.print(
+            said("ok  " if outcome.passed else "FAIL", "green" if outcome.passed else "bold red", outcome.name),
+            shown(f": {outcome.description}"),
+        )
+    cost = view.cost
+    if cost["candidate_usd_per_call"] is not None and cost["baseline_usd_per_call"] is not None:
+        wide.print(
+            shown(
+                f"cost per call: candidate ${cost['candidate_usd_per_call']:.5f} vs baseline "
+                f"${cost['baseline_usd_per_call']:.5f} ({cost['calls_sent']} calls); judge ${cost['judge_usd']:.4f}"
+            )
+        )
+    wide.print(shown(f"tokens: {view.tokens['input']:,} in, {view.tokens['output']:,} out; fidelity: {view.fidelity}"))
+    for example in view.examples:
+        wide.print(
+            said("regressed", "red", f"{example['call_id']} {example['day']} {example['segment_key']}"),
+            shown(f" ({example['decided_by']}): old {example['old_output']!r} -> new {example['new_output']!r}"),
+        )
+    for d in sorted({r["day"] for r in summary}):
         rows = [r for r in summary if r["day"] == d]
-        simulated = Text(" (simulated LLM)", style="magenta") if any(r["simulated"] for r in rows) else ""
-        for mode, fidelity, basis in sorted({group_of(r) for r in rows}):
-            group = [r for r in rows if group_of(r) == (mode, fidelity, basis)]
-            on = ", on retired models' substitutes" if basis == "substituted" else ""
-            title = Text.assemble(shown(f"{candidate} on {d}: {mode} replay, {fidelity} fidelity{on}"), simulated)
-            table = Table(title=title)
-            for column in columns:
-                table.add_column(
-                    column, justify="left" if column in ("segment_key", "flag") else "right", no_wrap=column != "flag"
-                )
-            for r in segment_table_rows(group):
-                style = "bold red" if r["flag"] in ("regresses", "HIDES A REGRESSION") else None
-                table.add_row(*(shown(r[c]) for c in columns), style=style)
-            wide.print(table)
-        for r in rows:
-            if r["segment_key"] == "all" and r["hides_regression"]:
-                wide.print(
-                    said(
-                        "flag:",
-                        "bold red",
-                        f"{candidate} improves the {r['mode']}/{r['fidelity']} aggregate on {d} "
-                        f"(delta {r['delta']:+.2f}) while these segments significantly regress: "
-                        + ", ".join(r["regressed_segments"]),
-                    )
-                )
-    cost = sum(r["cost_usd"] for r in summary if r["segment_key"] == "all")
-    console.print(shown(f"replay cost for {candidate}: ${cost:.4f} over {len(days)} day(s)"))
+        _segment_tables(wide, f"{candidate} on {d}", rows, any(r["simulated"] for r in rows))
+    days = sorted({r["day"] for r in summary})
+    cost_usd = sum(r["cost_usd"] for r in summary if r["segment_key"] == "all")
+    console.print(shown(f"replay cost for {candidate}: ${cost_usd:.4f} over {len(days)} day(s)"))
     path = plot or REPORTS / f"{candidate}.png"
-    plot_deltas(summary, path, f"{candidate}: per-segment delta, {days[0]}..{days[-1]}")
+    plot_deltas(view.summary, path, f"{candidate}: per-segment delta pooled over {view.span}")
     console.print(shown(f"plot: {path}"))
     return path
 
@@ -246,11 +277,33 @@ def replay_report(
 
 
 @app.command()
-def candidates() -> None:
-    """List the candidates in the registry, and the files it rejected."""
+def candidates(
+    action: str = typer.Argument(None, metavar="[new]", help="new: write a minimal candidate file"),
+    slug: str = typer.Argument(None, metavar="[ID]", help="With new: the candidate id (a slug)"),
+) -> None:
+    """List the candidates in the registry and the files it rejected; `candidates new ID` writes a
+    minimal candidate file ID.yaml into the registry (TRACELAKE_CANDIDATES) to edit."""
+    from pipelines.replay.candidates import example_yaml, parse_candidate, slug_problem
     from pipelines.settings import Settings
 
-    registry = Settings.from_env().candidate_registry()
+    settings = Settings.from_env()
+    registry = settings.candidate_registry()
+    if action is not None:
+        if action != "new" or not slug:
+            raise typer.BadParameter("use `tracelake candidates` or `tracelake candidates new ID`")
+        problem = slug_problem(slug)
+        if problem:
+            raise typer.BadParameter(problem, param_hint="ID")
+        if registry.files.read(f"{slug}.yaml") is not None:
+            console.print(said("exists:", "yellow", registry.files.where(f"{slug}.yaml")), "; nothing written")
+            raise typer.Exit(1)
+        from pipelines.demo.objects import ObjectWriter
+
+        text = example_yaml(slug)
+        parse_candidate(text, f"{slug}.yaml")  # what it writes is a valid candidate
+        ObjectWriter(registry.uri, settings.endpoint_url).put(f"{slug}.yaml", text.encode())
+        out.print(shown(f"wrote {registry.files.where(f'{slug}.yaml')}: edit it; the UI shows it as a partition"))
+        return
     found, rejected = registry.load()
     table = Table(title=shown(f"candidates in {registry.uri}"))
     for column in ("id", "revision", "active", "changes", "modes", "description"):

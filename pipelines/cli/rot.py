@@ -60,6 +60,51 @@ def render_check(check: RotCheck) -> Panel:
     return Panel(Group(*body), title=check.call_id[:16], border_style=style, expand=True)
 
 
+class CheckUnavailable(Exception):
+    """Why a live rot check could not run (a store file, a missing key): the message says what to fix."""
+
+
+def check_now(settings, warehouse, calls) -> list[RotCheck]:
+    """The verdict on each row of ``calls`` (`rot/check.py`'s CALL_COLUMNS) against today's stores,
+    now, with the recorded and re-rendered values of what moved (for diffs; never stored)."""
+    import polars as pl
+
+    from pipelines.redact.keys import KeyRing, MissingKey
+    from pipelines.resources.stores import load_ingredients
+    from pipelines.rot.check import VERIFIED, Checker, RotCheck
+    from pipelines.rot.grouped import check_frame
+    from pipelines.rot.redaction import RedactionView, audits_from_rows
+    from pipelines.rot.store_files import StoreFileError
+
+    stores = settings.ingredient_stores()
+    versions = calls.select("template_id", "template_version").drop_nulls().unique().iter_rows()
+    try:
+        ingredients = load_ingredients(
+            stores["template_store"],
+            stores["document_store"],
+            stores["model_alias_store"],
+            stores["params_store"],
+            versions,
+        )
+        keys = KeyRing.from_env()
+    except (StoreFileError, MissingKey) as e:
+        raise CheckUnavailable(str(e)) from None
+    audit = warehouse.read("redaction_audit", pl.col("call_id").is_in(calls["call_id"].implode()))
+    view = RedactionView(audits_from_rows(audit.iter_rows(named=True)), keys=keys)
+    clock = datetime.now(UTC)
+    verdicts = check_frame(Checker(ingredients, clock, redaction=view), calls)
+    with_blocks = Checker(ingredients, clock, redaction=view, keep_blocks=True)
+    checks = []
+    for call, row in zip(calls.iter_rows(named=True), verdicts.iter_rows(named=True), strict=True):
+        check = RotCheck(**row)
+        if check.status != VERIFIED and check.rotted_blocks:
+            # the same verdict, with the recorded and re-rendered values of what moved
+            kept = with_blocks.check(call)
+            check.recorded_blocks, check.rerendered_blocks = kept.recorded_blocks, kept.rerendered_blocks
+        checks.append(check)
+    return checks
+
+
 def rot_command(
     target: str = typer.Argument(..., metavar="TRACE_OR_CALL_ID", help="A call id, or a trace id (all its calls)"),
     day: str = typer.Option(None, "--date", help="The calls' day, YYYY-MM-DD: reads one partition instead of all"),
@@ -67,12 +112,7 @@ def rot_command(
     """Re-render a call's ingredients today and say whether its request still reproduces."""
     import polars as pl
 
-    from pipelines.redact.keys import KeyRing, MissingKey
-    from pipelines.resources.stores import load_ingredients
-    from pipelines.rot.check import CALL_COLUMNS, ROTTED, VERIFIED, Checker, RotCheck
-    from pipelines.rot.grouped import check_frame
-    from pipelines.rot.redaction import RedactionView, audits_from_rows
-    from pipelines.rot.store_files import StoreFileError
+    from pipelines.rot.check import CALL_COLUMNS, ROTTED, VERIFIED
     from pipelines.settings import Settings
 
     out = Console()
@@ -92,37 +132,11 @@ def rot_command(
             err=True,
         )
         raise typer.Exit(1)
-    stores = settings.ingredient_stores()
-    versions = calls.select("template_id", "template_version").drop_nulls().unique().iter_rows()
     try:
-        ingredients = load_ingredients(
-            stores["template_store"],
-            stores["document_store"],
-            stores["model_alias_store"],
-            stores["params_store"],
-            versions,
-        )
-    except StoreFileError as e:
+        checks = check_now(settings, warehouse, calls)
+    except CheckUnavailable as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    audit = warehouse.read("redaction_audit", pl.col("call_id").is_in(calls["call_id"].implode()))
-    try:
-        keys = KeyRing.from_env()
-    except MissingKey as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    view = RedactionView(audits_from_rows(audit.iter_rows(named=True)), keys=keys)
-    clock = datetime.now(UTC)
-    verdicts = check_frame(Checker(ingredients, clock, redaction=view), calls)
-    with_blocks = Checker(ingredients, clock, redaction=view, keep_blocks=True)
-    checks = []
-    for call, row in zip(calls.iter_rows(named=True), verdicts.iter_rows(named=True), strict=True):
-        check = RotCheck(**row)
-        if check.status != VERIFIED and check.rotted_blocks:
-            # the same verdict, with the recorded and re-rendered values of what moved
-            kept = with_blocks.check(call)
-            check.recorded_blocks, check.rerendered_blocks = kept.recorded_blocks, kept.rerendered_blocks
-        checks.append(check)
     for check in checks:
         out.print(render_check(check))
     if len(checks) > 1:

@@ -61,11 +61,18 @@ def _neutral_doc(doc: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def variants(
-    bad: Mapping[str, Any], good: Mapping[str, Any], differences: Iterable[Difference], *, neutral: bool = False
+    bad: Mapping[str, Any],
+    good: Mapping[str, Any],
+    differences: Iterable[Difference],
+    *,
+    neutral: bool = False,
+    bodies: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> list[Variant]:
     """Both baselines, then for each difference its ``bad`` and ``good`` variants.
-    ``neutral``: reverse retrieved documents with a neutral passage, not the sibling's."""
-    bad_request, good_request = json.loads(bad["request_json"]), json.loads(good["request_json"])
+    ``neutral``: reverse retrieved documents with a neutral passage, not the sibling's.
+    ``bodies``: the (bad, good) requests to start from, as the replay path built them
+    (`replay_call.plan_replay`); default: the two calls' stored requests."""
+    bad_request, good_request = bodies or (json.loads(bad["request_json"]), json.loads(good["request_json"]))
     out = [
         Variant("bad", 0, "as recorded", "-", "baseline", bad_request),
         Variant("good", 0, "as recorded", "-", "baseline", good_request),

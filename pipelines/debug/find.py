@@ -9,7 +9,17 @@ import polars as pl
 
 from pipelines.debug.tables import Tables
 
-COLUMNS = ("started_at", "trace_id", "service", "template_version", "model", "outcome", "feedback")
+COLUMNS = (
+    "started_at",
+    "trace_id",
+    "service",
+    "template_version",
+    "model",
+    "outcome",
+    "feedback",
+    "negative_feedback",
+    "error_count",
+)
 
 
 def stored_user_ids(user_id: str, to_stored: Callable[[str], str | None] | None = None) -> list[str]:
@@ -29,7 +39,7 @@ def find_traces(
     service: str | None = None,
 ) -> pl.DataFrame:
     """One row per trace of the user that started in [start, end), newest first,
-    with its service, template version(s), model(s), outcome and feedback."""
+    with its service, template version(s), model(s), outcome, feedback and error count."""
     days = pl.col("occurred_date").is_between(start.date() - timedelta(days=1), end.date())
     who = pl.col("user_id").is_in(list(user_ids))
     traces = warehouse.scan("traces").filter(
@@ -38,7 +48,7 @@ def find_traces(
     if service:
         traces = traces.filter(pl.col("service") == service)
     traces = traces.select(
-        "trace_id", "started_at", "service", "models", "outcome", "negative_feedback", "occurred_date"
+        "trace_id", "started_at", "service", "models", "outcome", "negative_feedback", "error_count", "occurred_date"
     ).collect()
     if traces.is_empty():
         return pl.DataFrame(schema={c: pl.String for c in COLUMNS})
@@ -70,6 +80,8 @@ def find_traces(
             .otherwise(pl.lit(""))
             .alias("feedback"),
             pl.col("template_version").fill_null(""),
+            pl.col("negative_feedback").fill_null(False),
+            pl.col("error_count").fill_null(0),
         )
         .sort("started_at", descending=True)
         .select(COLUMNS)

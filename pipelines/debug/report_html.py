@@ -73,16 +73,24 @@ PIECES = (
 
 
 @lru_cache(maxsize=1)
-def _template() -> Template:
+def environment() -> Environment:
+    """The one Jinja2 environment of tracelake's HTML reports: autoescaping, strict, and ``pieces(value)``
+    to show redaction placeholders marked (what it returns is Markup of an autoescaping template's
+    output: trace text itself is never marked safe)."""
     env = Environment(autoescape=True, undefined=StrictUndefined)
     pieces = env.from_string(PIECES)
-    # Markup of what an autoescaping template rendered from the pieces: trace text itself is never marked safe
     env.globals["pieces"] = lambda value: Markup(pieces.render(parts=segments(str(value))))
-    return env.from_string(TEMPLATE)
+    return env
 
 
-def content_security_policy() -> str:
-    digest = base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
+@lru_cache(maxsize=1)
+def _template() -> Template:
+    return environment().from_string(TEMPLATE)
+
+
+def content_security_policy(style: str = STYLE) -> str:
+    """Nothing may load or run; the one inline stylesheet ``style`` is allowed by its hash."""
+    digest = base64.b64encode(hashlib.sha256(style.encode()).digest()).decode()
     return f"default-src 'none'; style-src 'sha256-{digest}'; base-uri 'none'; form-action 'none'"
 
 

@@ -4,7 +4,7 @@ collecting the answers per body: what `ablate` and `replay` share."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -29,15 +29,34 @@ class Sent:
 
 
 def sample_requests(
-    bodies: Iterable[dict[str, Any]], samples: int, *, purpose: str, mode: str, call_id: str | None
+    bodies: Iterable[dict[str, Any]],
+    samples: int,
+    *,
+    purpose: str,
+    mode: str,
+    call_id: str | None,
+    substituted: Mapping[str, str] | None = None,
+    seal: Callable[[Any], Any] | None = None,
+    cache_prefix: bool = True,
 ) -> list[LLMRequest]:
-    """``samples`` requests per distinct body (sample_index 0..N-1): content-addressed, so a re-run sends nothing."""
+    """``samples`` requests per distinct body (sample_index 0..N-1): content-addressed, so a re-run sends nothing.
+    ``substituted``: the retired model each body's call was recorded on, by the body's request hash;
+    ``seal``: the bodies were decrypted (``LLMRequest.seal``)."""
     seen: dict[str, dict[str, Any]] = {}
     for body in bodies:
         seen.setdefault(request_sha256(body), body)
     return [
-        LLMRequest(body=body, purpose=purpose, mode=mode, sample_index=i, call_id=call_id)
-        for body in seen.values()
+        LLMRequest(
+            body=body,
+            purpose=purpose,
+            mode=mode,
+            sample_index=i,
+            call_id=call_id,
+            substituted_from=(substituted or {}).get(sha),
+            seal=seal,
+            cache_prefix=cache_prefix,
+        )
+        for sha, body in seen.items()
         for i in range(samples)
     ]
 

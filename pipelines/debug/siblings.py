@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from pipelines.debug.tables import Tables
+from pipelines.ingest.traces import negative_feedback
 from pipelines.record.canonical import REQUEST_BLOCKS, canonical_json
 
 TOKEN_TOLERANCE = 0.20
@@ -156,18 +157,6 @@ def _candidates(warehouse: Tables, bad: dict[str, Any], days: list) -> pl.DataFr
         if bad.get("template_version") is None
         else pl.col("template_version") == bad["template_version"]
     )
-    negative = (
-        pl.col("feedback")
-        .list.eval(
-            pl.element()
-            .struct.field("value_string")
-            .str.to_lowercase()
-            .is_in(["down", "thumbs_down", "negative", "bad"])
-            | (pl.element().struct.field("value_number") < 0)
-        )
-        .list.any()
-        .fill_null(False)
-    )
     frame = (
         warehouse.scan("calls")
         .filter(
@@ -177,11 +166,11 @@ def _candidates(warehouse: Tables, bad: dict[str, Any], days: list) -> pl.DataFr
             & (pl.col("call_id") != bad["call_id"])
             & (pl.col("status") == "ok")
             & ~pl.col("finish_reason").fill_null("").is_in(BAD_FINISH)
-            & ~negative
+            & ~negative_feedback(pl.col("feedback"))
             & total_in.is_between(tokens * (1 - TOKEN_TOLERANCE), tokens * (1 + TOKEN_TOLERANCE))
         )
         .with_columns((total_in - tokens).abs().alias("_token_delta"))
-        .sort("_token_delta")
+        .sort("_token_delta", "call_id")
         .head(MAX_COMPARED * 4)
         .collect()
     )
@@ -208,7 +197,8 @@ def find_siblings(warehouse: Tables, bad: dict[str, Any], limit: int = 5) -> lis
                 token_delta=(input_tokens(row) - tokens) / max(1, tokens),
             )
         )
-    out.sort(key=lambda s: (not s.same_day, len(s.differences), abs(s.token_delta)))
+    # call_id last: the same data always gives the same best sibling (an investigation re-run reuses its answers)
+    out.sort(key=lambda s: (not s.same_day, len(s.differences), abs(s.token_delta), s.call["call_id"]))
     return out[:limit]
 
 

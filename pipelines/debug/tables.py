@@ -12,6 +12,8 @@ from typing import Any, Protocol
 
 import polars as pl
 
+from pipelines.ingest.traces import negative_feedback
+
 
 class Tables(Protocol):
     def table(self, name: str) -> Any: ...
@@ -46,7 +48,14 @@ def read_trace(warehouse: Tables, trace_id: str) -> dict[str, Any] | None:
         return None
     near = pl.col("occurred_date").is_in(days_around(day)) & (pl.col("trace_id") == trace_id)
     rollup = warehouse.scan("traces").filter(near).collect().to_dicts()
-    calls = warehouse.scan("calls").filter(near).collect().to_dicts()
+    # negative_feedback: the `traces` rollup's own rule, per call (`investigate` picks the call by it)
+    calls = (
+        warehouse.scan("calls")
+        .filter(near)
+        .with_columns(negative_feedback(pl.col("feedback")).alias("negative_feedback"))
+        .collect()
+        .to_dicts()
+    )
     spans = warehouse.scan("spans").filter(near).collect().to_dicts()
     return {
         "trace": rollup[0] if rollup else None,
@@ -75,3 +84,19 @@ def latest_rot_check(warehouse: Tables, call_id: str) -> dict[str, Any] | None:
         return None
     rows = frame.filter(pl.col("call_id") == call_id).sort("checked_at").collect().to_dicts()
     return rows[-1] if rows else None
+
+
+def findings_by_trace(warehouse: Tables, trace_ids: list[str]) -> dict[str, int]:
+    """How many judge findings (`semantic_errors` marked errors, `state_violations`) each trace has;
+    traces without any are left out, and so is everything when the judge stage has not run."""
+    counts: dict[str, int] = {}
+    for name in ("semantic_errors", "state_violations"):
+        frame = optional_scan(warehouse, name)
+        if frame is None or "trace_id" not in frame.collect_schema().names():
+            continue
+        frame = frame.filter(pl.col("trace_id").is_in(trace_ids))
+        if "is_error" in frame.collect_schema().names():
+            frame = frame.filter(pl.col("is_error").fill_null(True))
+        for trace_id, n in frame.group_by("trace_id").len().collect().iter_rows():
+            counts[trace_id] = counts.get(trace_id, 0) + n
+    return counts

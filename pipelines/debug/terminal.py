@@ -7,13 +7,17 @@ from rich.panel import Panel
 from rich.text import Text
 
 from pipelines.debug.timeline import Step, Timeline, segments
+from pipelines.printable import inert
 
 # a terminal block shows this much of a long value; `show --html` shows all of it
 MAX_TEXT = 600
 STYLES = {"llm_call": "cyan", "tool": "yellow", "retrieval": "blue", "state": "magenta", "think": "dim"}
 
 
-def _text(value: str) -> Text:
+def value_text(value: str) -> Text:
+    """A value from a trace as terminal text: control characters escaped, redaction placeholders
+    highlighted, cut at ``MAX_TEXT`` characters (saying how many more there are)."""
+    value = inert(value)
     shown = value if len(value) <= MAX_TEXT else value[:MAX_TEXT]
     text = Text()
     for piece, placeholder in segments(shown):
@@ -34,13 +38,13 @@ def render_step(step: Step) -> RenderableType:
     body: list[RenderableType] = [head]
     for label, value in step.facts:
         line = Text(f"  {label:>10}  ", style="dim")
-        line.append_text(_text(str(value)))
+        line.append_text(value_text(str(value)))
         body.append(line)
     for item in step.texts:
         if not item.value:
             continue
         body.append(Text(f"  {item.label}:", style="dim"))
-        body.append(Text("    ").append_text(_text(item.value)))
+        body.append(Text("    ").append_text(value_text(item.value)))
     for violation in step.violations:
         body.append(Text(f"  ! state violation: {violation}", style="red"))
     for finding in step.findings:

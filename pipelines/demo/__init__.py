@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from pipelines.demo import agent, kb, stores, support
+from pipelines.demo import agent, kb, stores, support, verify
 from pipelines.demo.objects import ObjectWriter
 from pipelines.demo.people import Customer, population
 
@@ -59,6 +59,27 @@ def _jsonl(records: list[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records).encode()
 
 
+def _own_stream_route(
+    objects: dict[str, bytes],
+    name: str,
+    make: Callable[[random.Random, Customer, datetime, str], dict],
+    calls: int,
+    day: date,
+    seed: int,
+    people: list[Customer],
+) -> int:
+    """``calls`` calls of a route drawn from the route's own random stream, as ``YYYY/MM/DD/<name>/HH.jsonl.gz``."""
+    rng = random.Random(f"{seed}:{day.isoformat()}:{name}")
+    by_hour: dict[int, list[dict]] = defaultdict(list)
+    for _ in range(calls):
+        when = _when(rng, day)
+        by_hour[when.hour].append(make(rng, _customer(rng, people), when, f"{rng.getrandbits(128):032x}"))
+    for hour, docs in sorted(by_hour.items()):
+        docs.sort(key=lambda d: d["occurred_at"])
+        objects[f"{day:%Y/%m/%d}/{name}/{hour:02d}.jsonl.gz"] = _jsonl(docs)
+    return calls
+
+
 def day_objects(
     day: date,
     calls: int,
@@ -66,11 +87,13 @@ def day_objects(
     people: list[Customer],
     per_call_values: bool = True,
     long_prompt_calls: int = 0,
+    verify_calls: int = 0,
 ) -> tuple[dict[str, bytes], int, int]:
     """Every object one day produces (key -> uncompressed bytes), with the
     number of model calls and agent sessions in them. ``per_call_values=False``
     renders from templates that print no retrieval score and no date;
-    ``long_prompt_calls`` adds that many support.kb calls (``pipelines/demo/kb.py``)."""
+    ``long_prompt_calls`` adds that many support.kb calls (``pipelines/demo/kb.py``),
+    ``verify_calls`` that many account.verify calls (``pipelines/demo/verify.py``)."""
     rng = random.Random(f"{seed}:{day.isoformat()}")
     answers: dict[int, list[dict]] = defaultdict(list)
     triage: dict[int, list[dict]] = defaultdict(list)
@@ -106,17 +129,9 @@ def day_objects(
         objects[f"{ymd}/triage/{hour:02d}.jsonl.zst"] = _jsonl(docs)
     for doc in singles:
         objects[f"{ymd}/escalations/{doc['trace_id']}.json"] = json.dumps(doc, ensure_ascii=False, indent=2).encode()
-    # the long-prompt route draws from its own stream: the objects above do not change with it
-    kb_rng = random.Random(f"{seed}:{day.isoformat()}:kb")
-    long_prompts: dict[int, list[dict]] = defaultdict(list)
-    for _ in range(long_prompt_calls):
-        when = _when(kb_rng, day)
-        doc = kb.kb_call(kb_rng, _customer(kb_rng, people), when, f"{kb_rng.getrandbits(128):032x}")
-        long_prompts[when.hour].append(doc)
-    made += long_prompt_calls
-    for hour, docs in sorted(long_prompts.items()):
-        docs.sort(key=lambda d: d["occurred_at"])
-        objects[f"{ymd}/kb/{hour:02d}.jsonl.gz"] = _jsonl(docs)
+    # the long-prompt and identity-check routes draw from their own streams: the objects above do not change
+    made += _own_stream_route(objects, "kb", kb.kb_call, long_prompt_calls, day, seed, people)
+    made += _own_stream_route(objects, "verify", verify.verify_call, verify_calls, day, seed, people)
     for hour, hour_sessions in sorted(sessions.items()):
         hour_sessions.sort(key=lambda events: events[0]["timestamp"])
         per_object = max(1, OBJECT_CALLS // 7)
@@ -137,6 +152,7 @@ def generate(
     progress: Callable[[str, int, int], None] | None = None,
     per_call_values: bool = True,
     long_prompt_calls: int = 0,
+    verify_calls: int = 0,
 ) -> DemoSummary:
     """Write ``days`` days ending on ``end`` (inclusive) of about ``calls``
     calls each (agent sessions vary in length, so the count is approximate)."""
@@ -145,7 +161,9 @@ def generate(
     summary = DemoSummary(source=out, stores=stores_out or "")
     day_list = [end - timedelta(days=i) for i in reversed(range(days))]
     for n, day in enumerate(day_list, start=1):
-        objects, made, session_count = day_objects(day, calls, seed, people, per_call_values, long_prompt_calls)
+        objects, made, session_count = day_objects(
+            day, calls, seed, people, per_call_values, long_prompt_calls, verify_calls
+        )
         for key, data in objects.items():
             summary.bytes_written += writer.put(key, data)
         summary.objects += len(objects)

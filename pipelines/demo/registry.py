@@ -2,7 +2,8 @@
 ``support-answer-v4``, a template version that fixes Portuguese answers and
 truncates long English ones, ``sonnet-next``, a model upgrade, and
 ``kb-haiku``, the long-prompt route on a cheaper model (where prompt caching
-pays). ``install`` copies them into a candidate registry (a folder or an s3:// prefix)."""
+pays), and ``verify-sonnet``, the identity-check route whose encrypted day replays
+``exact``. ``install`` copies them into a candidate registry (a folder or an s3:// prefix)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 from pipelines.demo.objects import ObjectWriter
 
 FOLDER = Path(__file__).parent / "candidates"
-DEMO_CANDIDATES = ("support-answer-v4", "sonnet-next", "kb-haiku")
+DEMO_CANDIDATES = ("support-answer-v4", "sonnet-next", "kb-haiku", "verify-sonnet")
 
 
 def install(uri: str, endpoint_url: str | None = None) -> list[str]:

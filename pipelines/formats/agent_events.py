@@ -49,7 +49,6 @@ from pipelines.formats.base import (
     validated_object,
     validation_message,
 )
-from pipelines.formats.frozen_call_structs import fast_validate
 from pipelines.record.canonical import canonical_json
 from pipelines.record.rows import RecordError, finalize_call, finalize_span, new_span, span_for_call
 
@@ -248,12 +247,10 @@ def _call(
         session_id=event.session_id,
         occurred_at=event.timestamp,
     )
-    doc = fast_validate(payload)  # pydantic below for what the fast path leaves to it, and for the message
-    if doc is None:
-        try:
-            doc = frozen_call.FrozenCallV1.model_validate(payload)
-        except pydantic.ValidationError as e:
-            raise RecordError("invalid_record", f"llm.call payload: {validation_message(e)}") from None
+    try:
+        doc = frozen_call.FrozenCallV1.model_validate(payload)
+    except pydantic.ValidationError as e:
+        raise RecordError("invalid_record", f"llm.call payload: {validation_message(e)}") from None
     fed_by = _tool_result_ids(doc.request or {})
     if fed_by and doc.tool_executions is None:
         doc.tool_executions = [tools[i] for i in fed_by if i in tools] or None

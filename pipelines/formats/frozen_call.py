@@ -11,9 +11,8 @@ object holds one per line. The JSON Schema is published next to this module
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-import msgspec
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,9 +27,6 @@ from pipelines.formats.base import (
 from pipelines.record.anthropic_shape import request_columns_and_plain, response_columns, usage_row
 from pipelines.record.canonical import call_id, canonical_json, sha256_hex
 from pipelines.record.rows import document_row, finalize_call, new_call, span_for_call
-
-if TYPE_CHECKING:
-    from pipelines.formats.frozen_call_structs import FrozenCall
 
 FORMAT = "frozen_call"
 FORMAT_TAG = "tracelake.frozen_call"
@@ -222,10 +218,8 @@ def _retrieval_row(r: Any) -> dict[str, Any] | None:
     }
 
 
-def to_call(
-    doc: FrozenCallV1 | FrozenCall, source: SourceRef, line: int | None, source_format: str = FORMAT
-) -> dict[str, Any]:
-    """A validated document (pydantic's model or the fast path's struct) -> a finalized `calls` row."""
+def to_call(doc: FrozenCallV1, source: SourceRef, line: int | None, source_format: str = FORMAT) -> dict[str, Any]:
+    """A validated document -> a finalized `calls` row."""
     request = doc.request
     call = new_call(
         trace_id=doc.trace_id,
@@ -278,14 +272,14 @@ def to_call(
             # the body is what was sent; keep it, and say the record disagrees with itself
             call["flags"] = [*(call["flags"] or []), "model_id_mismatch"]
     # dict(model): its fields as they are; these models hold only plain values, so it is model_dump() without the walk
-    sampling = fields_of(doc.sampling) if doc.sampling else {}
+    sampling = dict(doc.sampling) if doc.sampling else {}
     params = dict(call.get("params") or {})
     for key, value in sampling.items():
         if params.get(key) is None:
             params[key] = value  # seed, or params the body sent via a proxy
     call["params"] = params
     if doc.response is not None:
-        cols = response_columns(_response_body(doc.response))
+        cols = response_columns(doc.response.model_dump(exclude_none=True))
         cols["response_model"] = cols["response_model"] or doc.model.resolved_snapshot
         call.update(cols)
     if doc.output_text is not None:
@@ -293,7 +287,7 @@ def to_call(
     if doc.finish_reason is not None:
         call["finish_reason"] = doc.finish_reason
     if doc.usage is not None:
-        call["usage"] = usage_row(fields_of(doc.usage), doc.cost_usd)
+        call["usage"] = usage_row(dict(doc.usage), doc.cost_usd)
     elif call.get("usage") is not None:
         call["usage"]["cost_usd"] = doc.cost_usd
     elif doc.cost_usd is not None:
@@ -328,26 +322,9 @@ def to_call(
     return finalize_call(call, doc.block_tokens, plain_request=plain_request)
 
 
-def fields_of(model: Any) -> dict[str, Any]:
-    """A plain nested model's fields as a dict (``dict(model)`` for pydantic)."""
-    if isinstance(model, msgspec.Struct):
-        return msgspec.structs.asdict(model)
-    return dict(model)
-
-
-def _response_body(response: Any) -> dict[str, Any]:
-    if isinstance(response, Response):
-        return response.model_dump(exclude_none=True)
-    return frozen_call_structs.response_dump(response)
-
-
-def validate(value: Any) -> FrozenCallV1 | FrozenCall:
-    """A frozen-call document, validated: msgspec's struct when the fast path
-    takes it (frozen_call_structs), else pydantic's model, or RecordError with
-    pydantic's message."""
-    return frozen_call_structs.fast_validate(value) or validated_object(
-        FrozenCallV1, value, "a frozen-call v1 document"
-    )
+def validate(value: Any) -> FrozenCallV1:
+    """A frozen-call document, validated by pydantic, or RecordError with its message."""
+    return validated_object(FrozenCallV1, value, "a frozen-call v1 document")
 
 
 def normalize(data: bytes, source: SourceRef, *, lines: bool = False) -> Normalized:
@@ -365,7 +342,3 @@ def looks_like(record: Any) -> bool:
 def dumps(doc: dict[str, Any]) -> str:
     """Serialize a frozen-call document the way tracelake writes them."""
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-# Last, because its msgspec structs are built from the models above (it imports this module).
-from pipelines.formats import frozen_call_structs  # noqa: E402

@@ -6,20 +6,16 @@ in it is either in the rows or in ``quarantine``, and
 ``records_read == records_ingested + records_quarantined`` is checked for
 every object before anything is written.
 
-Where the time goes (bench/ingest.py, issue 13): records are parsed with
-orjson and their canonical JSON written with it, behind guards that fall back
-to the stdlib wherever the two could differ (formats/base.py, record/canonical.py);
-each row starts as a copy of its table's all-None row; a day's rows are
-converted to Arrow once, by the schema check (rows transposed into columns by
-one ``itemgetter`` per row and ``zip``, both in C; object by object only when a
-value does not fit, to quarantine it), and that conversion is what
-the write uses for every row assembly did not change (``IngestBatch.arrow``);
-a request's blocks are hashed from the request that was serialized, not from
-its text parsed back; no garbage collection runs while a batch is built; frozen-call
-documents are validated by msgspec (pydantic for what it leaves, and for the
-messages); Arrow allocates from jemalloc (``use_jemalloc_for_arrow``). One process: on two shared
-cores, spawned workers re-importing the world and shipping rows back cost
-more CPU than they save wall time.
+How it is built for speed (pipelines/formats/README.md, Speed): records are
+parsed with orjson and their canonical JSON written with it, behind guards that
+fall back to the stdlib wherever the two could differ; each row starts as a copy
+of its table's all-None row; a day's rows are converted to Arrow once, by the
+schema check, and that conversion is what the write uses for every row assembly
+did not change (``IngestBatch.arrow``); a request's blocks are hashed from the
+request that was serialized; no automatic garbage collection runs while a batch
+is built; Arrow allocates from jemalloc. One process: on two shared cores,
+spawned workers re-importing the world and shipping rows back cost more CPU than
+they save wall time.
 """
 
 from __future__ import annotations

@@ -10,13 +10,11 @@ order. No Dagster and no I/O of its own here.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Protocol
 
-import numpy as np
 import polars as pl
 import pyarrow as pa
 
@@ -29,11 +27,9 @@ from pipelines.ingest.objects import (
     objects_to_ingest,
     settle_with_existing,
 )
+from pipelines.record.rows import from_columns
 from pipelines.record.schema import TABLES
-from pipelines.redact import residual
-from pipelines.redact.redactor import REWRITTEN_COLUMNS
-from pipelines.redact.row_fields import FIELDS
-from pipelines.redact.screen import account, screen_rows
+from pipelines.redact.screen import account, screen_tables
 
 
 class RowRedactor(Protocol):
@@ -45,8 +41,6 @@ class RowRedactor(Protocol):
         spans: list[dict[str, Any]],
         *,
         now: datetime,
-        screen: Any = None,
-        settled: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Any: ...
 
 
@@ -126,9 +120,9 @@ def plan_day(
         if progress is not None:
             progress(done, len(todo), batch)
 
-    batch = ingest_objects(remembered(), day, run_id, now, overrides, progress=report)
-
     with gc_paused():
+        batch = ingest_objects(remembered(), day, run_id, now, overrides, progress=report)
+
         # Join log events, tools, retrievals and feedback onto the calls already
         # stored (late scores, split exports); the batch itself is assembled.
         trace_ids, days = existing_calls_to_read(batch)
@@ -139,25 +133,27 @@ def plan_day(
         audit: list[dict[str, Any]] = []
         held = 0
         if redactor is not None:
-            # the identifier values the schema check's Arrow conversion holds are judged there
-            # first, before the caller's work in the background (its threads would share the GIL)
-            settled = {table: settled_identifiers(batch, table) for table in ("calls", "spans")}
             if redacting is not None:
                 redacting()
-            audit, held = _redact_and_screen(
-                batch, redactor, policy, patterns, read, run_id, now, notes, settled, redacted
+            audit, tables, held = _redact_and_screen(
+                batch, redactor, policy, patterns, read, run_id, now, notes, redacted
             )
+        else:
+            tables = {"calls": batch.arrow("calls"), "spans": batch.arrow("spans"), "quarantine": batch.quarantine}
 
         # A changed object replaces what its previous version wrote.
         changed = [o.uri for o in read if o.key in seen]
         replace = pl.col("source_uri").is_in(changed) if changed else None
         writes = [
-            TableWrite("calls", batch.arrow("calls"), batch.dates("calls"), replace),
-            TableWrite("spans", batch.arrow("spans"), batch.dates("spans"), replace),
+            TableWrite("calls", tables["calls"], batch.dates("calls"), replace),
+            TableWrite("spans", tables["spans"], batch.dates("spans"), replace),
         ]
         if redactor is not None:
-            writes.append(TableWrite("redaction_audit", audit))
-        writes += [TableWrite("quarantine", batch.quarantine), TableWrite("ingest_log", batch.ingest_log)]
+            writes.append(TableWrite("redaction_audit", tables["redaction_audit"]))
+        writes += [
+            TableWrite("quarantine", tables["quarantine"]),
+            TableWrite("ingest_log", batch.ingest_log),
+        ]
 
     entities: dict[str, int] = {}
     for row in audit:
@@ -183,14 +179,12 @@ def _redact_and_screen(
     run_id: str,
     now: datetime,
     notes: list[str],
-    settled: Mapping[str, Mapping[str, Any]] | None = None,
     redacted_hook: Callable[[], None] | None = None,
-) -> tuple[list[dict[str, Any]], int]:
-    """Redaction, then the residual-PII screen, on the batch in place: nothing after this sees raw text.
-    Returns (the audit rows of what is written, rows held back). ``settled``: ``settled_identifiers``
-    of the batch's rows (identifier values the screen need not judge again)."""
-    # the redactor screens the rows where it makes them (the text columns in its workers)
-    redacted = redactor.redact_rows(batch.calls, batch.spans, now=now, screen=patterns, settled=settled)
+) -> tuple[list[dict[str, Any]], dict[str, pa.Table], int]:
+    """Redaction, then the residual-PII screen of the tables about to be written, on the
+    batch in place: nothing after this sees raw text. Returns (the audit rows written,
+    the tables to write, rows held back)."""
+    redacted = redactor.redact_rows(batch.calls, batch.spans, now=now)
     if redacted_hook is not None:
         redacted_hook()
     batch.calls, batch.spans = redacted.calls, redacted.spans
@@ -198,46 +192,28 @@ def _redact_and_screen(
     batch.converted.clear()
     notes.append(f"redaction ({redactor.mode}): " + ", ".join(f"{k} {v}" for k, v in redacted.stats.items()))
 
-    # Residual-PII screen: a row that still matches is quarantined by pointer, not written.
-    screened = screen_rows(
-        batch.calls,
-        batch.spans,
+    # Residual-PII screen, apart from the redactor: a row that still matches is quarantined by pointer.
+    screened = screen_tables(
+        {
+            "calls": batch.arrow("calls"),
+            "spans": batch.arrow("spans"),
+            "redaction_audit": _arrow("redaction_audit", redacted.audit),
+            "quarantine": _arrow("quarantine", batch.quarantine),
+        },
         policy,
         keys_by_uri={o.uri: o.key for o in read},
         run_id=run_id,
         now=now,
         patterns=patterns,
-        found=redacted,
     )
-    batch.calls, batch.spans = screened.calls, screened.spans
-    batch.quarantine = [*batch.quarantine, *screened.quarantine]
+    held = screened.held
+    batch.calls = [row for row in batch.calls if row["call_id"] not in held["calls"]]
+    batch.spans = [row for row in batch.spans if row["span_key"] not in held["spans"]]
+    batch.quarantine = screened.tables["quarantine"].to_pylist()
     batch.ingest_log = account(batch.ingest_log, screened)
-    return [row for row in redacted.audit if row["span_key"] not in screened.held], len(screened.quarantine)
+    audit = [row for row in redacted.audit if row["span_key"] not in held[row["source_table"]]]
+    return audit, screened.tables, len(screened.quarantine)
 
 
-def settled_identifiers(batch: IngestBatch, table: str) -> dict[str, np.ndarray]:
-    """``residual.settled_cells`` of ``table``'s rows (a bool array per column, in row
-    order) for the identifier columns redaction keeps, judged on the schema check's Arrow
-    conversion (``IngestBatch.converted``) where the rows are unchanged since; a row
-    changed since (assembly joined onto it) or never converted (a stored call settled
-    with the batch) is not settled: the screen judges it in Python."""
-    rows = getattr(batch, table)
-    columns = [c for c in TABLES[table].names if c not in FIELDS[table] and c not in REWRITTEN_COLUMNS]
-    settled: dict[str, np.ndarray] = {}
-    position = None
-    for object_rows, record_batch in batch.converted.get(table, ()):
-        cells = residual.settled_cells(record_batch, columns)
-        if len(object_rows) == len(rows) and all(map(operator.is_, object_rows, rows)):
-            at = np.arange(len(rows))  # the day's one conversion, rows in the same order (the usual case)
-        else:
-            if position is None:
-                position = {id(row): at for at, row in enumerate(rows)}
-            at = np.fromiter((position.get(id(row), -1) for row in object_rows), np.int64, len(object_rows))
-        kept = at >= 0
-        for column, judged in cells.items():
-            settled.setdefault(column, np.zeros(len(rows), dtype=bool))[at[kept]] = judged[kept]
-    if settled and batch.touched:
-        touched = [at for at, row in enumerate(rows) if id(row) in batch.touched]
-        for judged in settled.values():
-            judged[touched] = False
-    return settled
+def _arrow(table: str, rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_batches([from_columns(rows, TABLES[table])], schema=TABLES[table])

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
@@ -51,6 +52,9 @@ class LLMRequest:
     # the retired model the call was recorded on, when ``body`` asks for its substitute
     # (pipelines.llm.lifecycle); recorded in the ledger, not part of the key
     substituted_from: str | None = None
+    # a body decrypted for an exact replay (pipelines.replay.unlock): what comes back is sealed
+    # with it (plaintexts back to tokens) before it is stored or returned; not part of the key
+    seal: Callable[[Any], Any] | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def request_sha256(self) -> str:
@@ -109,6 +113,13 @@ class LLMResult:
     def tool_uses(self) -> list[dict[str, Any]]:
         blocks = (self.response or {}).get("content") or []
         return [b for b in blocks if b.get("type") == "tool_use"]
+
+
+def sealed(request: LLMRequest, result: LLMResult) -> LLMResult:
+    """``result`` with the request's seal applied to what the provider said (response, error)."""
+    if request.seal is None:
+        return result
+    return replace(result, response=request.seal(result.response), error=request.seal(result.error))
 
 
 @dataclass(frozen=True)

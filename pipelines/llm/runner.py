@@ -24,7 +24,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
@@ -48,7 +48,7 @@ from pipelines.llm.ledger import (
 )
 from pipelines.llm.lifecycle import Lifecycle, UnmappedModel
 from pipelines.llm.params import Translator, refused_parameter
-from pipelines.llm.request import BudgetExceeded, Estimate, LLMRequest, LLMResult, is_permanent
+from pipelines.llm.request import BudgetExceeded, Estimate, LLMRequest, LLMResult, is_permanent, sealed
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,7 @@ class LedgerWriter:
     last_flush: float = field(default_factory=time.monotonic)
 
     def add(self, sent: direct.Sent) -> None:
+        """Record ``sent`` (sealed already: ``sealed_sent``)."""
         self.rows.append(
             request_row(
                 sent.request,
@@ -118,6 +119,14 @@ class LedgerWriter:
             rows, self.rows = self.rows, []
             self.ledger.merge(REQUESTS, rows)
             self.written += len(rows)
+
+
+def sealed_sent(sent: direct.Sent) -> direct.Sent:
+    """A decrypted request's result and attempts with its plaintexts back as tokens (``LLMRequest.seal``)."""
+    seal = sent.request.seal
+    if seal is None:
+        return sent
+    return replace(sent, result=sealed(sent.request, sent.result), attempts=seal(sent.attempts))
 
 
 def unique(requests: Sequence[LLMRequest]) -> list[LLMRequest]:
@@ -284,6 +293,7 @@ def run(
             )
             writer.unclaimed = sender.unclaimed  # written with the batch's other results
             for sent in sender.run(work.pending):
+                sent = sealed_sent(sent)
                 writer.add(sent)
                 tick()
                 yield sent.result
@@ -310,7 +320,7 @@ def _direct(
     recorded: set[int] = set()
     try:
         for future in as_completed(futures):
-            sent = future.result()
+            sent = sealed_sent(future.result())
             writer.add(sent)
             recorded.add(id(future))
             tick()
@@ -322,7 +332,7 @@ def _direct(
             if id(future) in recorded or future.cancel():
                 continue
             try:
-                writer.add(future.result())
+                writer.add(sealed_sent(future.result()))
             except Exception:  # noqa: BLE001  (the first error is already propagating)
                 log.exception("an LLM request failed while the run was stopping")
         pool.shutdown(wait=True)

@@ -461,6 +461,27 @@ ERASURE_LOG_TABLE = Table(
     ),
 )
 
+UNREDACTION_LOG_TABLE = Table(
+    "unredaction_log",
+    "One row per decryption of an encrypt-mode call or document (replay, ablate, tracelake unredact): who, which run, when, what for, the outcome; never a value. Append-only",
+    key=("entry_id",),
+    partitioned_by=("decrypted_date",),
+    columns=(
+        c("entry_id", ID, "sha256 of run, purpose, call and time: every decryption is a new row", DIGEST),
+        c("decrypted_at", TS, "when it was decrypted (in memory; the plaintext was never written)", WHEN),
+        c("decrypted_date", DATE, "the day of decrypted_at (partition column)", DAY),
+        c("purpose", STR, "replay, ablate or unredact", "replay"),
+        c("actor", STR, "the operating-system account that ran the decryption (an operator, not a data subject)", "oncall"),
+        c("run_id", STR, "the Dagster run, or cli-<uuid> for a command", "cli-6f1d2c"),
+        c("candidate", STR, "the candidate replayed (null: not a candidate replay)", "support-answer-v4"),
+        c("call_id", ID, "the call decrypted (null: a document of tracelake unredact without one)", CALL),
+        c("trace_id", ID, "the trace its tokens are bound to", TRACE),
+        c("key_ids", pa.list_(STR), "ids of the keys its tokens name (never a key)", "[k2026-11]"),
+        c("tokens", INT, "distinct tokens decrypted", "3"),
+        c("outcome", STR, "verified (the decrypted request hashes to the recorded hash), decrypted_request_mismatch, decryption_failed (nothing sent), or decrypted (unredact)", "verified"),
+    ),
+)
+
 ROT_CHECKS_TABLE = Table(
     "rot_checks",
     "One row per call per rot check: the recorded request hash against the hash of the request re-rendered from today's stores",
@@ -897,6 +918,7 @@ ALL = (
     RETENTION_COVERAGE_TABLE,
     ROT_CHECKS_TABLE,
     ERASURE_LOG_TABLE,
+    UNREDACTION_LOG_TABLE,
     AGENT_EVENTS_TABLE,
     SEMANTIC_ERRORS_TABLE,
     STATE_VIOLATIONS_TABLE,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib.metadata
 import logging
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -192,7 +192,6 @@ class TextAnalyzer:
         self._enabled = frozenset(self.settings.entities)
         self._gates = _gates(registry.recognizers)
         self._allow = {v.casefold() for v in self.settings.allow_list}
-        self._plans: dict[Request, list[str]] = {}  # candidates computed by ner_lines
 
     def versions(self) -> dict[str, str]:
         return detector_versions(self.settings.ner)
@@ -221,8 +220,7 @@ class TextAnalyzer:
 
     def analyze_many(self, requests: Sequence[Request]) -> list[list[Hit]]:
         """Analyze a batch; NER reads the new lines of its natural-language texts as one spaCy batch."""
-        planned = self._plans
-        plans = [planned.pop(r) if r in planned else self.candidates(r) for r in requests]
+        plans = [self.candidates(r) for r in requests]
         if self._names is not None:
             self._names.prepare(r.text for r, ents in zip(requests, plans, strict=True) if PERSON in ents)
         results = []
@@ -237,46 +235,12 @@ class TextAnalyzer:
                 ) from None
         return results
 
-    def ner_lines(self, requests: Sequence[Request]) -> list[str]:
-        """The lines NER would read to analyze these requests (new ones that may hold a
-        name), in order. Each request's candidates are remembered for ``analyze_many``."""
-        if self._names is None:
-            return []
-        texts = []
-        for request in requests:
-            plan = self._plans[request] = self.candidates(request)
-            if PERSON in plan:
-                texts.append(request.text)
-        return self._names.new_lines(texts)
-
-    def names_of_lines(self, lines: Iterable[str]) -> dict[str, tuple[tuple[int, int], ...]]:
-        """The names of those of these lines NER knows here (safe from another thread)."""
-        return self._names.known(lines) if self._names is not None else {}
-
-    def names_mark(self) -> int:
-        """A position in what NER knows here, for ``names_since``."""
-        return self._names.mark() if self._names is not None else 0
-
-    def names_since(self, mark: int) -> dict[str, tuple[tuple[int, int], ...]]:
-        """The names of the lines NER came to know here after ``mark`` (read or learnt),
-        for another process: safe to call from another thread."""
-        return self._names.since(mark) if self._names is not None else {}
-
-    def learn_names(self, found: dict[str, tuple[tuple[int, int], ...]]) -> int:
-        """Names of lines another process read, used as if read here: how many were new."""
-        return self._names.learn(found) if self._names is not None and found else 0
-
     def ner_stats(self) -> dict[str, int]:
         """Lines and characters NER read, and lines whose names were reused (counts only)."""
         if self._names is None:
             return {}
         names = self._names
-        return {
-            "ner_lines": names.lines_read,
-            "ner_chars": names.chars_read,
-            "ner_lines_reused": names.lines_reused,
-            "ner_lines_received": names.lines_received,
-        }
+        return {"ner_lines": names.lines_read, "ner_chars": names.chars_read, "ner_lines_reused": names.lines_reused}
 
     def _analyze(self, request: Request, entities: list[str]) -> list[Hit]:
         if not entities:

@@ -57,10 +57,18 @@ def decrypt_match(match: re.Match, scope: str, keys: KeyRing) -> str | int:
     return int(text) if plain[:1] == _NUMBER else text
 
 
-def decrypt_text(text: str, scope: str, keys: KeyRing) -> str | int:
+def decrypt_text(text: str, scope: str, keys: KeyRing, seen: dict[str, str] | None = None) -> str | int:
     """Every token in ``text`` replaced by its plaintext. A text that is exactly
-    one token of a former JSON number comes back as that number."""
+    one token of a former JSON number comes back as that number. ``seen``
+    collects token -> plaintext (in memory only: a replay seals echoes again with it)."""
+
+    def one(match: re.Match) -> str | int:
+        plain = decrypt_match(match, scope, keys)
+        if seen is not None:
+            seen[match.group(0)] = str(plain)
+        return plain
+
     whole = TOKEN.fullmatch(text)
     if whole:
-        return decrypt_match(whole, scope, keys)
-    return TOKEN.sub(lambda m: str(decrypt_match(m, scope, keys)), text)
+        return one(whole)
+    return TOKEN.sub(lambda m: str(one(m)), text)

@@ -14,7 +14,7 @@ Regex recognizers are not affected: they still see every text whole.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 
 from pipelines.redact.nlp import LANGUAGE, LOWER_LEMMA, PipelineNlpEngine, person_names
 
@@ -76,33 +76,16 @@ class LineNames:
         self.engine = engine
         self.max_line_chars = max_line_chars
         self._found: dict[str, tuple[Span, ...]] = {}
-        # every line whose names are known here (read or learnt), in order: what another
-        # process has not been told yet is a slice of it (``since``). Absolute positions:
-        # ``_logged`` lines were dropped with the memory when it was cleared
-        self._log: list[str] = []
-        self._logged = 0
         self.lines_read = 0
         self.chars_read = 0
         self.lines_reused = 0
-        self.lines_received = 0
 
     def prepare(self, texts: Iterable[str]) -> None:
-        self.read(self.new_lines(texts))
-
-    def new_lines(self, texts: Iterable[str]) -> list[str]:
-        """The distinct lines of ``texts`` the model has not read and that may hold a name, in order."""
-        todo: dict[str, None] = {}
-        found = self._found
-        for text in texts:
-            for _, line in lines(text):
-                if line not in found and line not in todo and may_name(line):
-                    todo[line] = None
-        return list(todo)
-
-    def read(self, todo: Sequence[str]) -> None:
-        """Run the model over these lines (as one batch) and remember their names."""
+        """Run the model over the distinct new lines of ``texts`` that may hold a name (one batch)."""
+        todo = list(dict.fromkeys(line for text in texts for _, line in lines(text) if line not in self._found))
+        todo = [line for line in todo if may_name(line)]
         if len(self._found) + len(todo) > CACHE_LIMIT:
-            self._clear()
+            self._found.clear()
         short = [line for line in todo if len(line) <= self.max_line_chars]
         docs = self.engine.nlp[LANGUAGE].pipe(short, batch_size=BATCH_SIZE, disable=NOT_FOR_NAMES)
         for line, doc in zip(short, docs, strict=True):
@@ -110,43 +93,6 @@ class LineNames:
         for line in todo:
             if len(line) > self.max_line_chars:
                 self._store(line, self._long_line(line))
-
-    def known(self, lines: Iterable[str]) -> dict[str, tuple[Span, ...]]:
-        """The names of those of these lines read or learnt here."""
-        found = self._found
-        out = {}
-        for line in lines:
-            names = found.get(line)
-            if names is not None:
-                out[line] = names
-        return out
-
-    def mark(self) -> int:
-        """Where the log of known lines ends now (for ``since``)."""
-        return self._logged + len(self._log)
-
-    def since(self, mark: int) -> dict[str, tuple[Span, ...]]:
-        """The names of the lines known here after ``mark`` (to tell another process).
-        Safe from another thread while this one reads: the log is only appended to,
-        and a line is in the memory before it is in the log."""
-        found = self._found
-        out = {}
-        for line in self._log[max(0, mark - self._logged) :]:
-            names = found.get(line)
-            if names is not None:
-                out[line] = names
-        return out
-
-    def learn(self, found: dict[str, tuple[Span, ...]]) -> int:
-        """Names another process read: used as if read here (not counted as read).
-        How many lines were new here."""
-        new = {line: names for line, names in found.items() if line not in self._found}
-        if len(self._found) + len(new) > CACHE_LIMIT:
-            self._clear()
-        self._found.update(new)
-        self._log += new
-        self.lines_received += len(new)
-        return len(new)
 
     def spans(self, text: str) -> list[Span]:
         out: list[Span] = []
@@ -162,14 +108,8 @@ class LineNames:
             out += [(start + offset, end + offset) for start, end in found]
         return out
 
-    def _clear(self) -> None:
-        self._found.clear()
-        self._logged += len(self._log)
-        self._log = []
-
     def _store(self, line: str, found: tuple[Span, ...]) -> None:
         self._found[line] = found
-        self._log.append(line)
         self.lines_read += 1
         self.chars_read += len(line)
 

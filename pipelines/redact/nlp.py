@@ -10,11 +10,9 @@ present, for natural-language fields only.
 
 from __future__ import annotations
 
-import gc
 import importlib
 import importlib.metadata
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 
 import spacy
@@ -47,23 +45,8 @@ def lower_lemma(doc: Doc) -> Doc:
     return doc
 
 
-@contextmanager
-def _gc_state_kept() -> Iterator[None]:
-    """Loading a model turns cyclic GC back on: srsly's ``msgpack_loads`` calls
-    ``gc.enable()`` whatever the state was. The caller's analyzer is built inside
-    a batch that paused GC, and with GC back on the batch paid for full
-    collections over the day's rows (11 CPU-s of the 40k day's caller)."""
-    enabled = gc.isenabled()
-    try:
-        yield
-    finally:
-        if not enabled:
-            gc.disable()
-
-
 def blank_pipeline() -> Language:
-    with _gc_state_kept():
-        nlp = spacy.blank(LANGUAGE)
+    nlp = spacy.blank(LANGUAGE)
     nlp.add_pipe(LOWER_LEMMA)
     nlp.max_length = MAX_CHARS
     return nlp
@@ -87,8 +70,7 @@ def ner_pipeline() -> Language:
     # In en_core_web_sm the NER component embeds its own tok2vec: the tagger,
     # parser and lemmatizer only slow it down (2.3x). Lemmas for context words
     # come from the same lower-case component as the blank pipeline's.
-    with _gc_state_kept():
-        nlp = spacy.load(NER_MODEL, exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
+    nlp = spacy.load(NER_MODEL, exclude=["tok2vec", "tagger", "parser", "attribute_ruler", "lemmatizer", "senter"])
     nlp.add_pipe(LOWER_LEMMA)
     nlp.max_length = MAX_CHARS
     return nlp

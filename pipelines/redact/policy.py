@@ -64,6 +64,13 @@ class FieldRules(_Strict):
     sensitive: dict[EntityName, tuple[str, ...]] = Field(
         default_factory=dict, description="Fields whose whole value is that entity, detected or not"
     )
+    identity: dict[EntityName, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="Fields holding an identity document (tax id, CPF, SSN): a short value with a digit there "
+        "is one whatever its form (a JSON integer that lost its leading zeros, no valid check digits); "
+        "a valid CNPJ or CPF, or a formatted SSN, is that type, else the one named here. The residual "
+        "screen flags any digits left there",
+    )
     structural: tuple[str, ...] = Field((), description="Ids, types, hashes, model names, timestamps")
     natural_language: tuple[str, ...] = Field((), description="Fields where person-name NER runs")
     operator_text: tuple[str, ...] = Field(

@@ -8,7 +8,6 @@ numbers, ids, file names) with low-score hits (see README.md).
 
 from __future__ import annotations
 
-import copy
 from functools import lru_cache
 
 import phonenumbers
@@ -167,9 +166,6 @@ class LongIpRecognizer(IpRecognizer):
         ]
 
 
-WINDOW_MEMO_LIMIT = 100_000
-
-
 @lru_cache(maxsize=65_536)
 def _valid_in_any(number: str, regions: tuple[str, ...]) -> bool:
     for region in regions:
@@ -202,7 +198,6 @@ class TracePhoneRecognizer(PhoneRecognizer):
 
     def __init__(self, **kwargs):
         super().__init__(leniency=phonenumbers.Leniency.POSSIBLE, **kwargs)
-        self._memo: dict[tuple, list] = {}
 
     def _is_valid(self, number: str) -> bool:
         return _valid_in_any(number, tuple(self.supported_regions))
@@ -224,22 +219,10 @@ class TracePhoneRecognizer(PhoneRecognizer):
         if end > start:
             yield start, text[start:end]
 
-    def _window_results(self, window: str, entities) -> list:
-        """The matcher's results on one window, computed once per distinct window
-        (a number and the text around it recur across the texts of a day); copies,
-        since the caller shifts and rescores them."""
-        key = (window, tuple(entities or ()))
-        found = self._memo.get(key)
-        if found is None:
-            if len(self._memo) >= WINDOW_MEMO_LIMIT:
-                self._memo.clear()
-            found = self._memo[key] = super().analyze(window, entities, None)
-        return copy.deepcopy(found) if found else []
-
     def analyze(self, text, entities, nlp_artifacts=None):
         results = []
         for offset, window in self._windows(text):
-            for result in self._window_results(window, entities):
+            for result in super().analyze(window, entities, None):
                 result.start += offset
                 result.end += offset
                 results.append(result)

@@ -42,52 +42,47 @@ FIELDS = {"calls": CALL_FIELDS, "spans": SPAN_FIELDS}
 DOCUMENTS = "retrieval.documents"
 
 
+def _plan(spec: dict[str, Any], path: str = "") -> tuple:
+    """A field map as (key, TEXT | JSON | the sub-plan, the child's path) triples, paths
+    joined once (rows are walked by the hundred thousand)."""
+    out = []
+    for key, sub in spec.items():
+        child = f"{path}.{key}" if path else key
+        out.append((key, sub if sub in (TEXT, JSON) else _plan(sub, child), child))
+    return tuple(out)
+
+
+PLANS = {table: _plan(spec) for table, spec in FIELDS.items()}
+
+
 def walk_row(
     row: dict[str, Any],
     table: str,
     walker: JsonWalker,
     visitor: Visitor,
     public_document: Callable[[str | None], bool] | None = None,
-    skip: Callable[[str, str], bool] | None = None,
-    inspect: Callable[[str, str, str], None] | None = None,
 ) -> dict[str, Any]:
     """The row with every text-bearing column visited; the same dict when
     nothing changed. Retrieved documents whose doc_id ``public_document``
-    accepts (the policy's ``public_documents``) are not visited, nor is a
-    text or JSON-text value ``skip(value, TEXT | JSON)`` accepts.
-    ``inspect(value, TEXT | JSON, path)`` is called with each visited value as
-    the visit left it (the redactor's screen looks at what it wrote, in the same walk)."""
-    return _walk(row, FIELDS[table], "", walker, visitor, public_document, skip, inspect)
-
-
-_CHILDREN: dict[tuple[int, str], list[tuple[str, Any, str]]] = {}
-
-
-def _children(spec_id: int, spec: dict[str, Any], path: str) -> list[tuple[str, Any, str]]:
-    """(key, sub-spec, child path) of a spec at a path, built once: rows are walked by the million."""
-    found = _CHILDREN.get((spec_id, path))
-    if found is None:
-        found = _CHILDREN[(spec_id, path)] = [(k, sub, f"{path}.{k}" if path else k) for k, sub in spec.items()]
-    return found
+    accepts (the policy's ``public_documents``) are not visited."""
+    return _walk(row, PLANS[table], "", walker, visitor, public_document)
 
 
 def _walk(
     value: Any,
-    spec: Any,
+    plan: tuple,
     path: str,
     walker: JsonWalker,
     visitor: Visitor,
-    public_document: Callable[[str | None], bool] | None = None,
-    skip: Callable[[str, str], bool] | None = None,
-    inspect: Callable[[str, str, str], None] | None = None,
+    public_document: Callable[[str | None], bool] | None,
 ) -> Any:
-    """``value`` is a struct (dict) or a list of structs described by ``spec``."""
+    """``value`` is a struct (dict) or a list of structs described by ``plan``."""
     if isinstance(value, list):
         changed = None
         for i, item in enumerate(value):
             if path == DOCUMENTS and public_document is not None and public_document(item.get("doc_id")):
                 continue
-            new = _walk(item, spec, path, walker, visitor, public_document, skip, inspect)
+            new = _walk(item, plan, path, walker, visitor, public_document)
             if new is not item:
                 changed = changed or list(value)
                 changed[i] = new
@@ -95,18 +90,16 @@ def _walk(
     if not isinstance(value, dict):
         return value
     changed = None
-    for key, sub, child in _children(id(spec), spec, path):
+    for key, sub, child in plan:
         item = value.get(key)
         if item is None:
             continue
         if sub == TEXT or sub == JSON:
-            if not isinstance(item, str) or (skip is not None and skip(item, sub)):
+            if not isinstance(item, str):
                 continue
             new = walker.walk(item, child, visitor) if sub == TEXT else walker.walk_json_text(item, child, visitor)
-            if inspect is not None:
-                inspect(new, sub, child)
         else:
-            new = _walk(item, sub, child, walker, visitor, public_document, skip, inspect)
+            new = _walk(item, sub, child, walker, visitor, public_document)
         if new is not item:
             changed = changed or dict(value)
             changed[key] = new

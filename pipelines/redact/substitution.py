@@ -30,7 +30,9 @@ MODES: tuple[str, ...] = ("placeholder", "encrypt", "synthetic")
 @lru_cache(maxsize=65_536)  # per replacement, and a trace repeats its values (phones parse slowly)
 def normalize(entity: str, value: str) -> str:
     """The form two mentions of one value share."""
-    if entity in (CPF, SSN, CARD):
+    if entity == CPF:  # a CPF held as an integer lost its leading zeros
+        return "".join(c for c in value if c.isdigit()).zfill(11)
+    if entity in (SSN, CARD):
         return "".join(c for c in value if c.isdigit())
     if entity in (CNPJ, IBAN):
         return "".join(c for c in value.upper() if c.isalnum())

@@ -27,12 +27,13 @@ class _Decrypt:
         self.scope = scope
         self.keys = keys
         self.tokens = 0
+        self.seen: dict[str, str] = {}
 
     def text(self, value: str, path: str, info: FieldInfo) -> str | int | None:
         if _MARK not in value:
             return None
         self.tokens += value.count(_MARK)
-        return decrypt_text(value, self.scope, self.keys)
+        return decrypt_text(value, self.scope, self.keys, self.seen)
 
     def number(self, value: int, path: str, info: FieldInfo) -> None:
         return None
@@ -86,6 +87,15 @@ def decrypt_call(call: dict[str, Any], keys: KeyRing, policy: Policy | None = No
         call, "calls", _walker(policy), visitor
     )  # public documents hold no tokens: visiting them is harmless
     return row if visitor.tokens else None
+
+
+def decrypt_call_tokens(
+    call: dict[str, Any], keys: KeyRing, policy: Policy | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """One `calls` row decrypted and its tokens -> plaintexts (empty when it holds none).
+    Raises ``DecryptionError`` (no plaintext in it) for a token that does not decrypt."""
+    visitor = _Decrypt(call.get("trace_id") or "", keys)
+    return walk_row(call, "calls", _walker(policy), visitor), visitor.seen
 
 
 def unredact_documents(

@@ -12,10 +12,7 @@ comes back as the same object.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any, NamedTuple, Protocol
-
-import orjson
+from typing import Any, Protocol
 
 from pipelines.redact.field_rules import FieldInfo, FieldRules, snake
 
@@ -27,42 +24,8 @@ MIN_NUMBER = 10**7
 _WRAPPERS = {"string_value", "int_value", "double_value", "bool_value", "bytes_value", "array_value", "kvlist_value"}
 
 
-TEXT_LEAF, NUMBER_LEAF, JSON_LEAF = 0, 1, 2
-
-
-class Leaf(NamedTuple):
-    """A leaf of a JSON text as ``JsonWalker.flatten`` found it: where it sits in the
-    parsed value (keys and indexes), its path, what it is (``TEXT_LEAF``, ``NUMBER_LEAF``,
-    or ``JSON_LEAF``: JSON text inside a string, flattened on its own), the value, its
-    field rule, and the walk's depth there."""
-
-    at: tuple
-    path: str
-    kind: int
-    value: Any
-    info: FieldInfo
-    depth: int
-
-
-def rebuilt(text: str, changes: Sequence[tuple[tuple, Any]]) -> str:
-    """``text`` (JSON) with the values at these places replaced, written in its style:
-    what ``walk_json_text`` returns for a walk that replaced exactly those leaves."""
-    parsed = json.loads(text)
-    style = json_style(text, parsed)
-    holder = [parsed]
-    for at, new in changes:
-        node: Any = holder
-        place: Any = 0
-        for step in at:
-            node, place = node[place], step
-        node[place] = new
-    return json.dumps(holder[0], **_STYLES[style])
-
-
 class Visitor(Protocol):
-    """What to do with each leaf. A visitor may also define
-    ``json_text(walker, text, path, depth) -> str``: the result for a JSON text, which
-    the walker then does not walk (see ``flatten``)."""
+    """What to do with each leaf."""
 
     def text(self, value: str, path: str, info: FieldInfo) -> str | None:
         """Return the replacement, or None to leave the value as it is."""
@@ -94,28 +57,14 @@ _STYLES = (
 )
 
 
-def json_style(original: str, parsed: Any) -> int:
-    """Which of ``_STYLES`` gives ``original`` back from ``parsed`` (the first when none does)."""
-    try:
-        compact = orjson.dumps(parsed) == original.encode("utf-8", "surrogatepass")
-    except (TypeError, ValueError):  # an integer over 64 bits, a lone surrogate
-        compact = False
-    if compact:
-        return 0
-    for i, style in enumerate(_STYLES):
-        if json.dumps(parsed, **style) == original:
-            return i
-    return 0
-
-
 def dumps_like(original: str, parsed: Any, value: Any) -> str:
     """Serialize ``value`` in the style ``original`` (the text ``parsed`` came
-    from) was written in, so that undoing a redaction gives back the same bytes.
-    Compact JSON as orjson writes it (what ingest stores) is known without a
-    ``json.dumps`` of ``parsed``: where orjson and the first style differ (a
-    float's exponent) no other style can give ``original`` back either, and the
-    first style is the answer as well."""
-    return json.dumps(value, **_STYLES[json_style(original, parsed)])
+    from) was written in, so that undoing a redaction gives back the same bytes
+    (the first style when none gives ``original`` back)."""
+    for style in _STYLES:
+        if json.dumps(parsed, **style) == original:
+            return json.dumps(value, **style)
+    return json.dumps(value, **_STYLES[0])
 
 
 # {"key": "phone", "value": ...}, {"field": "cpf", "eq": ...}: the name of the
@@ -163,59 +112,20 @@ class JsonWalker:
             return value if changed is None else changed
         if isinstance(value, int) and not isinstance(value, bool):
             info = self.rules.info(path)
-            if info.public or (abs(value) < MIN_NUMBER and info.sensitive is None):
+            if info.public or (abs(value) < MIN_NUMBER and info.sensitive is None and info.identity is None):
                 return value
             new = visitor.number(value, path, info)
             return value if new is None else new
         return value
 
     def walk_json_text(self, text: str, path: str, visitor: Visitor, depth: int = 0) -> str:
-        """A column or value that holds JSON text: walk the parsed value, re-serialize if it changed.
-        A visitor with ``json_text(walker, text, path, depth)`` takes the whole text over (the redactor's
-        passes work on ``flatten``'s leaves instead of walking)."""
-        whole = getattr(visitor, "json_text", None)
-        if whole is not None:
-            return whole(self, text, path, depth)
+        """A column or value that holds JSON text: walk the parsed value, re-serialize if it changed."""
         try:
             parsed = json.loads(text)
         except ValueError:
             return self._leaf(text, path, visitor)
         new = self.walk(parsed, path, visitor, depth + 1)
         return text if new is parsed else dumps_like(text, parsed, new)
-
-    def flatten(self, text: str, path: str, depth: int = 0) -> tuple[Leaf, ...] | None:
-        """The leaves ``walk_json_text`` would visit in ``text``, in the order it visits
-        them, each with where it sits in the parsed value; None when the text is no JSON
-        (``walk_json_text`` then visits it as one text leaf)."""
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return None
-        out: list[Leaf] = []
-        self._flat(parsed, path, depth + 1, (), out)
-        return tuple(out)
-
-    def _flat(self, value: Any, path: str, depth: int, at: tuple, out: list[Leaf]) -> None:
-        # ``walk``, ``_object`` and ``_string`` over again, recording instead of visiting
-        if isinstance(value, str):
-            info = self.rules.info(path)
-            if info.public:
-                return
-            if info.sensitive is None and depth < MAX_EMBEDDED_DEPTH and looks_like_json(value):
-                out.append(Leaf(at, path, JSON_LEAF, value, info, depth))
-            else:
-                out.append(Leaf(at, path, TEXT_LEAF, value, info, depth))
-        elif isinstance(value, dict):
-            attribute = _named_attribute(value)
-            for key, item in value.items():
-                self._flat(item, _child_path(value, attribute, key, path), depth, (*at, key), out)
-        elif isinstance(value, list):
-            for i, item in enumerate(value):
-                self._flat(item, path, depth, (*at, i), out)
-        elif isinstance(value, int) and not isinstance(value, bool):
-            info = self.rules.info(path)
-            if not (info.public or (abs(value) < MIN_NUMBER and info.sensitive is None)):
-                out.append(Leaf(at, path, NUMBER_LEAF, value, info, depth))
 
     def _object(self, value: dict, path: str, visitor: Visitor, depth: int) -> dict:
         changed = None

@@ -16,7 +16,7 @@ data): the core plans them and matches results by their content address.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -36,6 +36,8 @@ def replay_request(
     candidate: str | None = None,
     call_id: str | None = None,
     substituted_from: str | None = None,
+    seal: Callable[[Any], Any] | None = None,
+    cache_prefix: bool = True,
 ) -> LLMRequest:
     return LLMRequest(
         body=body,
@@ -45,6 +47,8 @@ def replay_request(
         candidate=candidate,
         call_id=call_id,
         substituted_from=substituted_from,
+        seal=seal,
+        cache_prefix=cache_prefix,
     )
 
 

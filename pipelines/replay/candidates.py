@@ -16,6 +16,7 @@ A registry is a folder or an ``s3://`` prefix (``TRACELAKE_CANDIDATES``) of
     tools: [...]                     # replaces the recorded tool definitions
     modes: [diff, state]             # capture, pinned, class_rate, diff, state
     sample: {per_stratum: 40, class_rate_samples: 5, step_limit: 6}
+    budget_usd: 5.0                  # replay_summary warns when the window costs more
 
 The registry itself is read by ``pipelines.resources.candidates.CandidateRegistry``.
 The slug becomes a Dagster dynamic partition key, which Dagster does not
@@ -61,6 +62,20 @@ MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/+-]*$")
 PARAM_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
 # the request's content and identity: a candidate changes them through model, template and tools, never params
 NOT_PARAMS = frozenset({"model", "messages", "system", "tools", "stream"})
+
+
+def example_yaml(slug: str) -> str:
+    """A minimal candidate file (``tracelake candidates new`` writes it; the UI shows it)."""
+    return f"""version: 1
+id: {slug}             # the file is {slug}.yaml
+revision: 1
+description: What this candidate changes, in one sentence.
+applies_to: {{services: [support.answer]}}
+model: claude-sonnet-4-6-20261015   # or template_source, params, tools
+modes: [diff]          # capture, pinned, class_rate, diff, state
+sample: {{per_stratum: 40}}
+budget_usd: 5.0        # replay_summary warns above it
+"""
 
 
 class CandidateError(ValueError):
@@ -203,6 +218,8 @@ class Candidate(_Strict):
     # how a diff replay's old and new outputs are compared (pipelines/replay/judging.py)
     comparison: Literal["pairwise_judge", "signals"] = "pairwise_judge"
     sample: Sampling = Sampling()
+    # what its replays and their judge may cost over the window replayed (a warn check on replay_summary)
+    budget_usd: float | None = Field(default=None, gt=0)
 
     @pydantic.field_validator("id")
     @classmethod

@@ -13,6 +13,14 @@ baseline, so a diff keeps a same-model control. Such rows say
 the comparison is with the recorded answer (capture, pinned, class_rate, state)
 ``old_source`` is ``recorded_baseline``: the old side is another model's
 answer, whose noise is not a control's.
+
+An ``encrypt``-mode call is decrypted in memory when the replay key is configured
+(``DayInputs.unlocker``, ``pipelines.replay.unlock``): its request, and a diff's
+candidate side rendered from its decrypted ingredients, are sent as the
+application sent them, ``exact`` when the decrypted request hashes to the recorded
+hash; answers come back sealed (plaintexts as tokens) before any row holds them.
+A call whose tokens do not decrypt sends nothing (``decryption_failed``). State
+replays send the stored tokens (``redacted_encrypted``).
 """
 
 from __future__ import annotations
@@ -32,10 +40,11 @@ from pipelines.replay import bodies as b
 from pipelines.replay.bodies import BASELINE, Answer, replay_request
 from pipelines.replay.candidates import Candidate
 from pipelines.replay.compare import BAD_FINISH, compare, divergence, reproduces
-from pipelines.replay.fidelity import APPROXIMATE, Fidelity, fidelity_of
+from pipelines.replay.fidelity import APPROXIMATE, VERIFIED, Fidelity, fidelity_of
 from pipelines.replay.judging import SETTLED, Judge
 from pipelines.replay.sampling import Sampled, stratified_sample
 from pipelines.replay.state import RecordedTools, next_body
+from pipelines.replay.unlock import Unlocker
 
 # the calls columns a replay reads
 CALL_COLUMNS = (
@@ -98,6 +107,8 @@ class DayInputs:
     judge: Judge | None = None
     # every outgoing body through it (pipelines.llm.lifecycle.serve: a retired model -> its substitute)
     serve: Serve = as_recorded
+    # decrypts encrypt-mode calls with the replay key (none: their tokens are sent, replay_key_absent)
+    unlocker: Unlocker = field(default_factory=lambda: Unlocker(None))
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,8 @@ class Planned:
     sent: LLMRequest | None
     baseline: LLMRequest | None = None
     substituted_from: str | None = None
+    # why nothing was sent although the call was chosen (a token that does not decrypt)
+    refused: str | None = None
 
 
 @dataclass(frozen=True)
@@ -267,34 +280,61 @@ def plan_day(inputs: DayInputs) -> tuple[list[Planned], list[SessionStart]]:
         call = sampled.call
         rot = inputs.rot.get(call["call_id"])
         mode_of_redaction = inputs.redaction_modes.get(call["call_id"])
+        unlock = inputs.unlocker.unlock(call, mode_of_redaction)
+        # the call as the application sent it (decrypted, in memory) where the key allows
+        source = unlock.call if unlock is not None and unlock.call is not None else call
+        seal = unlock.seal if unlock is not None else None
+        # a verified decrypted request goes out as the witnessed bytes: no prompt-cache markers added
+        as_witnessed = {"cache_prefix": False} if unlock is not None and unlock.outcome == VERIFIED else {}
         for mode in candidate.modes:
             if mode == "state":
                 continue
             rerenders = mode == "diff" and inputs.template_source is not None
-            fidelity = fidelity_of(call, rot, rerenders_template=rerenders, redaction_mode=mode_of_redaction)
+            fidelity = fidelity_of(
+                call,
+                rot,
+                rerenders_template=rerenders,
+                redaction_mode=mode_of_redaction,
+                unlocked=unlock.outcome if unlock is not None else None,
+            )
             if not fidelity.sendable:
-                plans.append(Planned(sampled, mode, 0, fidelity, None))
+                plans.append(Planned(sampled, mode, 0, fidelity, None, refused=unlock.error if unlock else None))
                 continue
-            recorded, substituted = inputs.serve(b.recorded_request(call))
-            common = {"candidate": candidate.id, "call_id": call["call_id"], "substituted_from": substituted}
+            recorded, substituted = inputs.serve(b.recorded_request(source))
+            common = {
+                "candidate": candidate.id,
+                "call_id": call["call_id"],
+                "substituted_from": substituted,
+                "seal": seal,
+            }
             if mode == "capture":
                 plans.append(
-                    Planned(sampled, mode, 0, fidelity, replay_request(recorded, mode, **common), None, substituted)
+                    Planned(
+                        sampled,
+                        mode,
+                        0,
+                        fidelity,
+                        replay_request(recorded, mode, **common, **as_witnessed),
+                        None,
+                        substituted,
+                    )
                 )
             elif mode == "pinned":
                 request = replay_request(b.pinned(recorded), mode, **common)
                 plans.append(Planned(sampled, mode, 0, fidelity, request, None, substituted))
             elif mode == "class_rate" and _is_failure(call):
                 for i in range(candidate.sample.class_rate_samples):
-                    request = replay_request(recorded, mode, i, **common)
+                    request = replay_request(recorded, mode, i, **common, **as_witnessed)
                     plans.append(Planned(sampled, mode, i, fidelity, request, None, substituted))
             elif mode == "diff":
                 # the candidate's side moves only when it keeps the recorded (retired) model; the baseline always
-                as_asked = b.with_candidate(call, b.recorded_request(call), candidate, inputs.template_source)
+                as_asked = b.with_candidate(source, b.recorded_request(source), candidate, inputs.template_source)
                 body, moved = inputs.serve(as_asked)
-                baseline = replay_request(recorded, BASELINE, call_id=call["call_id"], substituted_from=substituted)
+                baseline = replay_request(
+                    recorded, BASELINE, call_id=call["call_id"], substituted_from=substituted, seal=seal, **as_witnessed
+                )
                 sent = replay_request(
-                    body, mode, candidate=candidate.id, call_id=call["call_id"], substituted_from=moved
+                    body, mode, candidate=candidate.id, call_id=call["call_id"], substituted_from=moved, seal=seal
                 )
                 plans.append(Planned(sampled, mode, 0, fidelity, sent, baseline, substituted or moved))
     return plans, _session_starts(inputs, sessions)
@@ -328,6 +368,8 @@ def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> l
         language = sampled.segment.get("language")
         original = b.recorded_answer(call)
         new = answers.get(sent.key, NO_ANSWER) if sent else NO_ANSWER
+        if plan.refused:
+            new = Answer(status="not_sent", error=plan.refused)
         diff = mode == "diff"
         old = (answers.get(baseline.key, NO_ANSWER) if baseline else NO_ANSWER) if diff else original
         row = _row(

@@ -6,12 +6,19 @@
   reasons name it: the rotted components of the latest rot check
   (``template_changed``, ``document_missing``, ...), ``template_impure``,
   ``redacted_placeholders`` (stored text holds redaction placeholders, so the
-  replayed request is not the recorded one), ``redacted_encrypted``,
+  replayed request is not the recorded one), ``replay_key_absent`` (an
+  ``encrypt``-mode call replayed without the replay key: the tokens are sent),
+  ``decrypted_request_mismatch`` (decrypted with the key, the request does not
+  hash to the recorded hash), ``synthetic_values`` (``synthetic`` mode: the
+  request carries format-preserving fakes), ``redacted_encrypted`` (a replay
+  that sends the stored tokens although a key may be configured: state mode),
   ``request_not_hash_witnessed`` (the recorded body does not hash to the recorded
   hash), ``not_rot_checked``.
 - ``ineligible``: the record lacks context a replay needs; the reasons are the
   call's capture list items (``input``, ``tool_results``, ``prompt_version``, ...).
-  Nothing is sent for an ineligible call.
+  Nothing is sent for an ineligible call; ``decryption_failed`` (a token that
+  does not decrypt: altered, moved or under an unknown key) is one: a replay
+  fails closed rather than send something nobody witnessed.
 
 A rotted call is never ``exact``, even in capture mode where its frozen bytes are
 sent: what it named no longer resolves to what it sent, and a summary that
@@ -29,6 +36,14 @@ FIDELITIES = (EXACT, APPROXIMATE, INELIGIBLE)
 # capture items without which a request cannot be sent (a missing seed or response id does not stop a replay)
 REQUEST_ITEMS = ("input", "model_params", "tool_results", "intermediate_observations")
 REDACTED_FLAG = "redacted"
+# what decrypting an encrypt-mode call for replay found (pipelines.replay.unlock)
+VERIFIED, KEY_ABSENT, MISMATCH, FAILED = (
+    "verified",
+    "replay_key_absent",
+    "decrypted_request_mismatch",
+    "decryption_failed",
+)
+SYNTHETIC = "synthetic_values"
 
 
 @dataclass(frozen=True)
@@ -47,11 +62,17 @@ def fidelity_of(
     *,
     rerenders_template: bool = False,
     redaction_mode: str | None = None,
+    unlocked: str | None = None,
 ) -> Fidelity:
     """The fidelity of replaying ``call`` given its latest ``rot_checks`` row (or None).
 
     ``rerenders_template``: the replay renders the system prompt again (a template
-    candidate), so it needs the template's ingredients as well as the request."""
+    candidate), so it needs the template's ingredients as well as the request.
+    ``unlocked``: for an encrypt-mode call, what decrypting it found (``VERIFIED``:
+    the decrypted request hashes to the recorded hash; ``KEY_ABSENT``, ``MISMATCH``,
+    ``FAILED``); None: its stored tokens are sent."""
+    if unlocked == FAILED:
+        return Fidelity(INELIGIBLE, (FAILED,))
     missing = [m for m in call.get("capture_missing") or [] if m in REQUEST_ITEMS]
     if not call.get("request_json"):
         missing = ["input", *[m for m in missing if m != "input"]]
@@ -74,14 +95,20 @@ def fidelity_of(
         elif rot.get("status") == "impure":
             reasons.append("template_impure")
             reasons.extend(rot.get("components") or [])
+    witnessed = False  # the replay itself checked the bytes it sends against the recorded hash
     if REDACTED_FLAG in (call.get("flags") or []):
-        reasons.append("redacted_encrypted" if redaction_mode == "encrypt" else "redacted_placeholders")
+        if redaction_mode == "encrypt":
+            witnessed = unlocked == VERIFIED
+            if not witnessed:
+                reasons.append(unlocked or "redacted_encrypted")
+        else:
+            reasons.append(SYNTHETIC if redaction_mode == "synthetic" else "redacted_placeholders")
     recorded = call.get("rendered_request_sha256")
     if call.get("request_hash_matches") is False or (recorded and call.get("request_sha256") not in (None, recorded)):
         reasons.append("request_not_hash_witnessed")
     if call.get("truncated"):
         reasons.append("truncated_capture")
-    if rot is not None and rot.get("replay_fidelity") != EXACT and not reasons:
+    if rot is not None and rot.get("replay_fidelity") != EXACT and not reasons and not witnessed:
         reasons.extend(f"unverified_{m}" for m in rot.get("missing") or ["request"])
     if reasons:
         return Fidelity(APPROXIMATE, tuple(dict.fromkeys(reasons)))

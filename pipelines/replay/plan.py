@@ -71,6 +71,9 @@ class ReplayPlan:
     spent_usd: float = 0.0  # what this run has spent already
     backend: str = "simulator"
     blocked: list[str] = field(default_factory=list)
+    batch: bool = True  # sent as Message Batches (half price); False: one by one
+    # a plan of given requests (one call's investigation) rather than of a candidate's days
+    of_requests: bool = False
 
     @property
     def total_usd(self) -> float:
@@ -106,10 +109,17 @@ class ReplayPlan:
     def lines(self) -> list[str]:
         """The plan as plain lines (the run's log, the CLI)."""
         span = f"{self.days[0]}..{self.days[-1]}" if len(self.days) > 1 else str(self.days[0]) if self.days else ""
-        out = [
-            f"replay plan for {self.candidate} {span} (anthropic-version {self.api_version}, {self.backend})",
-            f"  {self.calls} calls apply, {self.replays} replays planned ({self.ineligible} ineligible: nothing sent)",
-            f"  {self.requests} requests in the first round: {self.in_ledger} answered by the ledger, "
+        if self.of_requests:
+            out = [f"LLM plan for {self.candidate} (anthropic-version {self.api_version}, {self.backend})"]
+        else:
+            out = [
+                f"replay plan for {self.candidate} {span} (anthropic-version {self.api_version}, {self.backend})",
+                f"  {self.calls} calls apply, {self.replays} replays planned ({self.ineligible} ineligible: "
+                "nothing sent)",
+            ]
+        out += [
+            f"  {self.requests} requests{'' if self.of_requests else ' in the first round'}: {self.in_ledger} "
+            "answered by the ledger, "
             f"{self.to_send} to send"
             + (f" ({', '.join(f'{n} {why}' for why, n in sorted(self.resent.items()))})" if self.resent else ""),
         ]
@@ -127,10 +137,13 @@ class ReplayPlan:
             out.append(f"  unknown model: {model} ({n} requests), priced as {most_expensive().family}")
         for (model, param, reason), n in sorted(self.dropped.items()):
             out.append(f"  dropped: {param} from {n} requests on {model} ({reason})")
-        out.append(
-            f"  {self.batches} message batches ({self.request_bytes / 1e6:.1f} MB; limits "
-            f"{MAX_BATCH_REQUESTS:,} requests / {MAX_BATCH_BYTES // 2**20} MB each)"
-        )
+        if self.batch:
+            out.append(
+                f"  {self.batches} message batches ({self.request_bytes / 1e6:.1f} MB; limits "
+                f"{MAX_BATCH_REQUESTS:,} requests / {MAX_BATCH_BYTES // 2**20} MB each)"
+            )
+        else:
+            out.append(f"  sent one by one, not as a batch ({self.request_bytes / 1e6:.1f} MB; no batch discount)")
         out.append(
             f"  cost: up to ${self.usd:.4f} without cache reads, about ${self.usd_with_cache:.4f} with them "
             f"({self.cache_read_tokens:,} tokens read from cache)"
@@ -229,13 +242,7 @@ def plan_replay(
     plan.requests, plan.in_ledger, plan.to_send = len(first), len(stored), len(pending)
     plan.resent = Counter(resent)
     _describe(plan, pending, translator, lifecycle, today, max_batch_requests, max_batch_bytes)
-    for model, calls in unmapped.items():
-        status = lifecycle.status(model, today) if lifecycle else None
-        plan.unmapped[model] = {
-            "calls": calls,
-            "retired_on": status and status.retired_on,
-            "source": status and status.source,
-        }
+    _unmapped(plan, unmapped, lifecycle, today)
     # the pairwise judge: requests from stored answers where both sides are answered, a bound for the rest
     _, judge_pending, _ = answered(list({r.key: r for r in judged}.values()))
     judge_pending += list({r.key: r for r in bound_judge}.values())
@@ -243,6 +250,53 @@ def plan_replay(
     plan.judge_usd = estimate(judge_pending, batch=True).usd
     plan.state_usd = round(plan.state_usd, 6)
     return plan.decide()
+
+
+def plan_requests(
+    label: str,
+    requests: Sequence[LLMRequest],
+    *,
+    answered: Answered,
+    translator: Translator,
+    lifecycle: Lifecycle | None,
+    today: date | None = None,
+    unmapped: Mapping[str, int] | None = None,
+    budget_usd: float | None = None,
+    spent_usd: float = 0.0,
+    backend: str = "simulator",
+    batch: bool = True,
+    max_batch_requests: int = MAX_BATCH_REQUESTS,
+    max_batch_bytes: int = MAX_BATCH_BYTES,
+) -> ReplayPlan:
+    """The plan of requests built elsewhere (one call's investigation: its replays and ablation
+    variants, already on served models): the same accounting and stops as a candidate's replay.
+    ``unmapped``: retired models without a substitute met while building them, with counts."""
+    plan = ReplayPlan(
+        label,
+        translator.api_version,
+        budget_usd=budget_usd,
+        spent_usd=spent_usd,
+        backend=backend,
+        batch=batch,
+        of_requests=True,
+    )
+    todo = list({r.key: r for r in requests}.values())
+    stored, pending, resent = answered(todo)
+    plan.requests, plan.in_ledger, plan.to_send = len(todo), len(stored), len(pending)
+    plan.resent = Counter(resent)
+    _describe(plan, pending, translator, lifecycle, today, max_batch_requests, max_batch_bytes)
+    _unmapped(plan, Counter(unmapped or {}), lifecycle, today)
+    return plan.decide()
+
+
+def _unmapped(plan: ReplayPlan, unmapped: Counter, lifecycle: Lifecycle | None, today: date | None) -> None:
+    for model, calls in unmapped.items():
+        status = lifecycle.status(model, today) if lifecycle else None
+        plan.unmapped[model] = {
+            "calls": calls,
+            "retired_on": status and status.retired_on,
+            "source": status and status.source,
+        }
 
 
 def _describe(
@@ -275,10 +329,11 @@ def _describe(
         for param, reason in dropped.items():
             plan.dropped[(model, param, reason)] += 1
         sizes.append(item_bytes(request.key, wire))
-    plan.batches = sum(1 for _ in split(sizes, max_requests=max_batch_requests, max_bytes=max_batch_bytes))
+    if plan.batch:
+        plan.batches = sum(1 for _ in split(sizes, max_requests=max_batch_requests, max_bytes=max_batch_bytes))
     plan.request_bytes = sum(sizes) + ENVELOPE_BYTES * plan.batches
-    plan.usd = estimate(pending, batch=True).usd
-    cached = with_cache(pending, batch=True)
+    plan.usd = estimate(pending, batch=plan.batch).usd
+    cached = with_cache(pending, batch=plan.batch)
     plan.usd_with_cache, plan.cache_read_tokens = cached.usd, cached.cache_read_tokens
 
 

@@ -32,6 +32,10 @@ class CandidateRegistry(dg.ConfigurableResource):
             keys = [p.name for p in root.iterdir() if p.is_file()] if root.is_dir() else []
         return sorted(k for k in keys if k.endswith((".yaml", ".yml")) and "/" not in k)
 
+    def ids_on_file(self) -> set[str]:
+        """The ids the registry has a file for, valid or not (a rejected file keeps its partition)."""
+        return {Path(name).stem for name in self._names()}
+
     def load(self) -> tuple[dict[str, Candidate], list[CandidateError]]:
         """(valid candidates by id, the files rejected and why)."""
         found: dict[str, Candidate] = {}

@@ -12,6 +12,9 @@ never walks the whole bucket.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
 import re
 import threading
 import zlib
@@ -175,6 +178,20 @@ class _S3:
         return f"s3://{self.bucket}/{self.root}{key}"
 
 
+@functools.lru_cache(maxsize=65536)
+def _md5(path: str, size: int, mtime_ns: int) -> str:
+    """A file's MD5, read once per (path, size, mtime): a listing re-reads only changed files."""
+    digest = hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _content_etag(path: Path, stat: os.stat_result) -> str:
+    return _md5(str(path), stat.st_size, stat.st_mtime_ns)
+
+
 class _Folder:
     def __init__(self, uri: str):
         self.root = Path(uri.removeprefix("file://")).expanduser().resolve()
@@ -193,8 +210,9 @@ class _Folder:
             stat = path.stat()
             yield ObjectInfo(
                 key=key,
-                # no content hash for files: size and mtime change when the file does
-                etag=f"{stat.st_size:x}-{stat.st_mtime_ns:x}",
+                # the content's MD5, as S3 gives a single-part object: a copied or touched
+                # folder (new file times, same bytes) is not new
+                etag=_content_etag(path, stat),
                 size=stat.st_size,
                 last_modified=datetime.fromtimestamp(stat.st_mtime, UTC),
             )

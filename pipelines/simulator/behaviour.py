@@ -45,6 +45,13 @@ Support answers (a system prompt from template ``support-answer``: it says
 Triage (template ``support-triage``: "Classify the support message")
     The label whose keywords the message has: billing, shipping, account, other.
 
+Identity checks ("You check identity documents": the demo's ``account.verify``)
+    The first tax id in the customer's turn (digits with ``. - /``, as a CPF,
+    CNPJ or SSN is written) is repeated: "The id 123.456.789-09 is well
+    formed." (the echo a replay has to seal again before storing it). A turn
+    without one (a ``<BR_CPF_1>`` placeholder) gets "I could not find a tax id
+    in your message.": the format-dependent behaviour a placeholder hides.
+
 Agents (a request with tools and no forced tool)
     After a user turn: a ``tool_use`` of the first tool, with an order id or an
     email found in the turn. After a tool result: a text answer; an empty tool
@@ -111,6 +118,7 @@ _PT_WORDS = {
 }  # fmt: skip
 _PT_LETTERS = re.compile(r"[ãõçêâ]", re.IGNORECASE)
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
+_TAX_ID = re.compile(r"(?<![\w<])\d[\d./-]{7,}\d(?![\w>])")
 _DOCUMENT = re.compile(r'<document id="([^"]+)"[^>]*>\s*(.*?)\s*</document>', re.DOTALL)
 _ORDER = re.compile(r"\b(?:ord|order|pedido)[-_ #]*([A-Za-z0-9-]{3,})", re.IGNORECASE)
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.]+|<EMAIL[^>]*>")
@@ -225,6 +233,11 @@ def answer(body: dict[str, Any], rng: random.Random) -> Answer:
         return _support(body, system, lang, model, rng)
     if "Classify the support message" in system:
         return _text(_triage(customer), "end_turn")
+    if "You check identity documents" in system:
+        found = _TAX_ID.search(customer)
+        if found is None:
+            return _text("I could not find a tax id in your message.", "end_turn")
+        return _text(f"The id {found.group(0)} is well formed.", "end_turn")
     if body.get("tools"):
         return _agent(body, lang, model, rng)
     return _text(_ack(lang, rng), "end_turn")

@@ -97,57 +97,10 @@ def _planting(monkeypatch, plants: dict[str, dict[str, object]], every: int) -> 
     monkeypatch.setattr(ingest, "_normalized", planted)
 
 
-def test_identifier_values_judged_on_arrow_are_settled_row_by_row_as_their_rows_are(tmp_path, monkeypatch):
-    """``settled_identifiers``: each row's cells as ``settled_cells`` judges that row
-    alone, whatever the order of the batch's rows; nothing settled for a row assembly
-    changed or one never converted (a stored call settled with the batch)."""
-    import random
-
-    from pipelines.ingest.objects import ingest_objects
-    from pipelines.ingest.plan import settled_identifiers
-    from pipelines.record.rows import from_columns
-    from pipelines.record.schema import TABLES
-    from pipelines.redact.residual import settled_cells
-
-    _planting(monkeypatch, {"calls": {"service": "ana@gmail.com"}, "spans": {"name": "ana@gmail.com"}}, 3)
-    generate(str(tmp_path / "source"), calls=60, days=1, seed=3, end=DAY)
-    store = ObjectStore(uri=str(tmp_path / "source"))
-    objects = [
-        SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
-        for i in store.list_day(DAY)
-    ]
-    batch = ingest_objects(objects, DAY, "r", NOW)
-    assert batch.converted and not batch.touched
-    joined = batch.calls[1]  # as assembly changes a row after the conversion
-    joined["service"] = "joana.prado@gmail.com"
-    batch.touched.add(id(joined))
-    stored = {**batch.calls[0], "call_id": "f" * 64}
-    batch.calls = [*batch.calls, stored]
-    for shuffled in (False, True):
-        if shuffled:
-            random.Random(2).shuffle(batch.calls)
-            random.Random(3).shuffle(batch.spans)
-        for table in ("calls", "spans"):
-            rows = getattr(batch, table)
-            settled = settled_identifiers(batch, table)
-            assert {"service" if table == "calls" else "name", "call_id", "source_line"} <= set(settled)
-            assert not {"usage", "session_id", "record_sha256", "flags"} & set(settled)
-            changed = 0
-            for at, row in enumerate(rows):
-                alone = settled_cells(from_columns([row], TABLES[table]), list(settled))
-                untouched = id(row) not in batch.touched and row is not stored
-                changed += not untouched
-                assert {c: bool(cells[at]) for c, cells in settled.items()} == {
-                    c: untouched and bool(cells[0]) for c, cells in alone.items()
-                }, (table, at)
-            assert changed == (2 if table == "calls" else 0)
-            assert not all(map(all, settled.values())), table  # the planted rows are left
-
-
-def test_the_plan_holds_the_same_rows_with_identifier_values_judged_on_arrow(tmp_path, monkeypatch):
-    """Personal data a source sent in identifier columns redaction keeps (a service, a
-    release, a span's name) is held back the same with the Arrow judgement as without it."""
-    from pipelines.ingest import plan as ingest_plan
+def test_the_plan_holds_back_every_row_the_screen_finds_and_writes_the_rest(tmp_path, monkeypatch):
+    """Personal data a source sent in columns redaction keeps (a service, a release, a
+    span's name) is found by the screen of the tables about to be written: exactly those
+    rows (and the spans of a held call) are held back, by pointer, and the counts add up."""
     from pipelines.redact.policy import load_policy
     from pipelines.redact.redactor import Redactor
     from pipelines.redact.residual import PATTERNS
@@ -165,19 +118,22 @@ def test_the_plan_holds_the_same_rows_with_identifier_values_judged_on_arrow(tmp
         for i in todo:
             yield SourceObject(i.key, store.uri_for(i.key), i.etag, i.size, i.last_modified, store.read(i.key))
 
-    plans = []
-    settled_identifiers = ingest_plan.settled_identifiers
-    for judged in (settled_identifiers, lambda batch, table: {}):
-        monkeypatch.setattr(ingest_plan, "settled_identifiers", judged)
-        with Redactor(mode="placeholder", keys=KEYS, ner=False) as redactor:
-            plans.append(
-                plan_day(
-                    store.list_day(DAY), {}, read_objects, lambda ids, days: [], day=DAY, run_id="r", now=NOW,
-                    redactor=redactor, policy=load_policy(), patterns=PATTERNS,
-                )
-            )  # fmt: skip
-    on_arrow, in_python = plans
-    assert on_arrow.counts == in_python.counts and on_arrow.counts["records_quarantined_residual_pii"] > 10
-    assert on_arrow.batch.quarantine == in_python.batch.quarantine
-    for table in ("calls", "spans"):
-        assert on_arrow.write(table).rows.equals(in_python.write(table).rows), table
+    with Redactor(mode="placeholder", keys=KEYS, ner=False) as redactor:
+        plan = plan_day(
+            store.list_day(DAY), {}, read_objects, lambda ids, days: [], day=DAY, run_id="r", now=NOW,
+            redactor=redactor, policy=load_policy(), patterns=PATTERNS,
+        )  # fmt: skip
+    calls, spans, audit = (plan.write(t).rows for t in ("calls", "spans", "redaction_audit"))
+    held = [q for q in plan.batch.quarantine if q["error_class"] == "residual_pii"]
+    assert len(held) == plan.counts["records_quarantined_residual_pii"] > 10
+    assert not {"ana@gmail.com"} & set(calls["service"].to_pylist())
+    assert not [n for n in spans["name"].to_pylist() if "gmail" in (n or "")]
+    written = {"calls": set(calls["call_id"].to_pylist()), "spans": set(spans["span_key"].to_pylist())}
+    audited = zip(audit["source_table"].to_pylist(), audit["span_key"].to_pylist(), strict=True)
+    assert all(key in written[source] for source, key in audited)  # no audit row of a held row
+    assert set(spans["call_id"].drop_null().to_pylist()) <= written["calls"]  # no span of a held call
+    assert (calls.num_rows, spans.num_rows) == (len(plan.batch.calls), len(plan.batch.spans)) and calls.num_rows
+    messages = [q["message"] for q in held]
+    assert any("email, cpf" in m for m in messages) and not any("ana@" in m or "529.982" in m for m in messages)
+    for row in plan.write("ingest_log").rows:
+        assert row["records_read"] == row["records_ingested"] + row["records_quarantined"]

@@ -73,23 +73,23 @@ def test_the_callers_hooks_run_once_around_redaction(tmp_path):
 
 
 class _Pool:
-    def __init__(self, min_rows: int):
-        self.min_rows, self.starts = min_rows, 0
+    def __init__(self) -> None:
+        self.starts = 0
 
     @property
     def started(self) -> bool:
         return self.starts > 0
 
-    def parallel_rows(self, rows: int) -> bool:
-        return rows >= self.min_rows
-
-    def start_workers(self) -> None:
+    def start(self) -> None:
         self.starts += 1
 
 
 class _PooledRedactor:
     def __init__(self, min_rows: int):
-        self.pool = _Pool(min_rows)
+        self.pool, self.min_rows = _Pool(), min_rows
+
+    def in_workers(self, rows: int) -> bool:
+        return rows >= self.min_rows
 
 
 def test_workers_start_once_when_the_rows_parsed_so_far_reach_the_pools_threshold():

@@ -18,7 +18,9 @@ ENV = {
 
 
 @pytest.fixture
-def runner() -> CliRunner:
+def runner(tmp_path, monkeypatch) -> CliRunner:
+    # `tracelake unredact` records each decryption in the warehouse's unredaction_log
+    monkeypatch.setenv("TRACELAKE_WAREHOUSE", str(tmp_path / "warehouse"))
     return CliRunner()
 
 
@@ -69,6 +71,21 @@ def test_unredact_one_trace(runner):
     assert restored["trace_id"] == "t-y" and EMAIL.lower() in json.dumps(restored).lower()
     missing = runner.invoke(app, ["unredact", "-", "--trace-id", "t-z"], input=redacted.stdout, env=ENV)
     assert missing.exit_code == 2 and "no document of trace 't-z'" in missing.output
+
+
+def test_unredact_records_each_decrypted_document_without_its_values(runner, tmp_path):
+    from pipelines.warehouse import DeltaWarehouse
+
+    documents = [trace_document("t-log-1"), trace_document("t-log-2")]
+    text = "".join(json.dumps(d) + "\n" for d in documents)
+    redacted = runner.invoke(app, ["redact", "-", "--mode", "encrypt"], input=text, env=ENV)
+    restored = runner.invoke(app, ["unredact", "-"], input=redacted.stdout, env=ENV)
+    assert restored.exit_code == 0, restored.output
+    log = DeltaWarehouse(str(tmp_path / "warehouse")).read("unredaction_log")
+    assert sorted(log["trace_id"]) == ["t-log-1", "t-log-2"]
+    assert set(log["purpose"]) == {"unredact"} and set(log["key_ids"].explode()) == {"k-cli"}
+    assert (log["tokens"] > 0).all()
+    assert EMAIL.lower() not in json.dumps(log.to_dicts(), default=str).lower()
 
 
 def test_a_json_array_stays_an_array(runner):

@@ -169,7 +169,7 @@ def test_errors_and_stats_never_carry_raw_text(placeholder_redactor, monkeypatch
     calls, spans = rows_of([trace_document("t-err")])
     result = placeholder_redactor.redact_rows(calls, spans)
     assert all(isinstance(v, int) for v in result.stats.values())
-    analyzer = placeholder_redactor.pool.local
+    analyzer = placeholder_redactor.analyzer
 
     def boom(text, **kwargs):
         raise RuntimeError(f"failed on {text}")
@@ -203,7 +203,8 @@ def test_audit_field_paths_never_carry_keys_that_are_data(placeholder_redactor):
 def test_numbers_in_another_scripts_digits_are_replaced_in_every_column(placeholder_redactor):
     """A CPF and a card typed in fullwidth digits (a CJK input method) in a user turn and
     in tool arguments: gone from the stored row and its request, and the scan finds none."""
-    from pipelines.redact.residual import row_residuals
+    from pipelines.redact.residual import scan
+    from pipelines.resources.warehouse import to_arrow
     from tests.redact.test_modes import CARD, CPF
 
     fullwidth = str.maketrans("0123456789", "０１２３４５６７８９")
@@ -219,7 +220,7 @@ def test_numbers_in_another_scripts_digits_are_replaced_in_every_column(placehol
     assert "<BR_CPF_1>" in call["messages"][0]["parts"][0]["text"]
     assert "<CREDIT_CARD_1>" in json.loads(call["request_json"])["messages"][0]["content"]
     policy = load_policy()
-    assert not any(row_residuals([call], "calls", policy)[0])
+    assert scan(to_arrow("calls", [call]), "calls", policy) == {}
     # and the scan, the second line, finds such a number where one is left
     left = {**call, "system_text": f"documento {cpf}"}
-    assert "cpf" in row_residuals([left], "calls", policy)[0]
+    assert scan(to_arrow("calls", [left]), "calls", policy)[0]["cpf"] == 1

@@ -74,3 +74,25 @@ def test_a_template_candidate_needs_the_prompt_version():
     assert got.level == INELIGIBLE and got.reasons == ("prompt_version",)
     # the recorded bytes alone can still be replayed
     assert fidelity_of(call(template_version=None), VERIFIED).level == EXACT
+
+
+def test_an_encrypted_call_is_exact_only_when_its_decrypted_request_was_verified():
+    encrypted = call(flags=["redacted"])
+    got = fidelity_of(encrypted, VERIFIED, redaction_mode="encrypt", unlocked="verified")
+    assert (got.level, got.reasons) == (EXACT, ())
+    for outcome in ("replay_key_absent", "decrypted_request_mismatch"):
+        got = fidelity_of(encrypted, VERIFIED, redaction_mode="encrypt", unlocked=outcome)
+        assert (got.level, got.reasons) == (APPROXIMATE, (outcome,))
+    # a rotted call stays approximate however well it decrypts
+    rotted = {"status": "rotted", "components": ["template_changed"], "missing": [], "replay_fidelity": "exact"}
+    assert fidelity_of(encrypted, rotted, redaction_mode="encrypt", unlocked="verified").reasons == (
+        "template_changed",
+    )
+    # a token that does not decrypt: nothing is sent
+    got = fidelity_of(encrypted, VERIFIED, redaction_mode="encrypt", unlocked="decryption_failed")
+    assert (got.level, got.reasons, got.sendable) == (INELIGIBLE, ("decryption_failed",), False)
+
+
+def test_synthetic_mode_says_it_sends_fakes():
+    got = fidelity_of(call(flags=["redacted"]), VERIFIED, redaction_mode="synthetic")
+    assert (got.level, got.reasons) == (APPROXIMATE, ("synthetic_values",))

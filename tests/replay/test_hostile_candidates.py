@@ -18,7 +18,7 @@ import dagster as dg
 import pytest
 from typer.testing import CliRunner
 
-from assets.replay import candidate_partitions_sync, replay_summary, replays
+from assets.replay import CandidateFilesRejected, candidate_partitions_sync, replay_summary, replays
 from pipelines.cli import app
 from pipelines.cli.app import console, out
 from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key
@@ -140,8 +140,10 @@ def test_the_partition_sensor_adds_only_valid_candidates(hostile_registry):
     (request,) = result.dynamic_partitions_requests
     assert sorted(request.partition_keys) == ["markup-text", "sonnet-next", "support-answer-v4"]
     instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, list(request.partition_keys))
-    again = candidate_partitions_sync(dg.build_sensor_context(instance=instance, resources=resources))
-    message = again.skip_message
+    # the rejected files fail the next tick (the UI shows it): the message is printable text
+    with pytest.raises(CandidateFilesRejected) as failed:
+        candidate_partitions_sync(dg.build_sensor_context(instance=instance, resources=resources))
+    message = str(failed.value)
     assert "\x1b" not in message and "\u202e" not in message and "\x00" not in message
     for name in HOSTILE:
         assert name in message, name

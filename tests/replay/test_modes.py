@@ -172,7 +172,9 @@ def test_diff_replay_of_a_template_candidate_with_a_paired_baseline(recorded_day
     assert total["improved"] == sum(r["verdict"] == "improved" for r in sent)
     assert total["regressed"] == sum(r["verdict"] == "regressed" for r in sent)
     meta = result.asset_materializations_for_node("replay_summary")[0].metadata
-    assert "segment_key" in meta["segments"].value and meta["simulated"].value is True
+    assert list(meta)[:3] == ["verdict", "hides_regression", "regressed_segments"]  # the decision first
+    assert "segment_key" in [c.name for c in meta["day_segments"].schema.columns] and meta["simulated"].value is True
+    assert meta["window_segments"].records and meta["day_segments"].records
 
 
 def test_a_candidate_compared_by_signals_asks_no_judge(recorded_day, sim):
@@ -194,7 +196,8 @@ def test_a_candidate_compared_by_signals_asks_no_judge(recorded_day, sim):
 @pytest.mark.parametrize("slug", ["sonnet-next", "support-answer-v4"])
 def test_a_rerun_of_a_replay_partition_sends_nothing_and_writes_no_version(recorded_day, sim, slug):
     recorded_day.add_candidate(slug)
-    assert recorded_day.replay(sim, slug).success
+    first = recorded_day.replay(sim, slug)
+    assert first.success
     warehouse = recorded_day.settings.warehouse()
     versions = {t: warehouse.version(t) for t in ("replays", "replay_summary", "llm_requests", "llm_batches")}
     received = len(sim.log)
@@ -204,6 +207,17 @@ def test_a_rerun_of_a_replay_partition_sends_nothing_and_writes_no_version(recor
     assert {t: warehouse.version(t) for t in versions} == versions
     meta = result.asset_materializations_for_node("replays")[0].metadata
     assert meta["requests_sent"].value == 0 and meta["requests_reused"].value > 0
+    # what this run spent (the ledger: nothing) apart from what the rows cost
+    assert meta["this_run"].value.startswith("0 sent, $0.0000 spent; nothing committed")
+    assert meta["spent_this_run_usd"].value == 0 and meta["cost_of_rows_usd"].value > 0
+    before = first.asset_materializations_for_node("replays")[0]
+    billed = warehouse.read("llm_requests", pl.col("run_id") == first.run_id)["cost_usd"].sum()
+    assert before.metadata["spent_this_run_usd"].value == pytest.approx(billed, abs=1e-6)
+    # the same content, the same data version: replay_summary's automation does not follow it
+    assert (
+        result.asset_materializations_for_node("replays")[0].tags["dagster/data_version"]
+        == before.tags["dagster/data_version"]
+    )
     rows = replays_of(recorded_day, slug).to_dicts()
     if slug == "sonnet-next":
         assert {r["new_model"] for r in rows if r["status"] == "succeeded"} == {FIXED_MODEL}

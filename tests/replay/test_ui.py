@@ -1,11 +1,18 @@
 """The Dagster UI, started by the test in its own process group, driven by
-Playwright in Debian's Chromium: a candidate added to the registry shows up as a
-partition, a 3-day backfill of `replays` is launched by clicks with no run
-config, and `replay_summary` materializes for the three days."""
+Playwright in Debian's Chromium, as a person deciding on a prompt change uses it:
+a candidate file added to the registry shows up as a partition (a bad file fails
+the sensor's tick with the file and the reason), a 3-day backfill of `replays` is
+launched by clicks with no run config, and the page itself says the candidate
+hides a regression: the failing warn check, the pooled 3-day table with
+intervals, the plot link, what the run spent apart from what the rows cost. A
+second backfill sends nothing and leaves the summary alone. A partition added by
+hand is removed by the registry's sensor. Screenshots land in
+.tracelake/artifacts/test_ui/ (the `make ui` screenshot of the README is one)."""
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,18 +24,31 @@ from datetime import date, timedelta
 from pathlib import Path
 
 import dagster as dg
-import polars as pl
 import pytest
 from playwright.sync_api import Page, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from assets.rot import rot_checks
 from pipelines.demo import generate
 from pipelines.demo.registry import FOLDER as DEMO_CANDIDATES
+from pipelines.partitions import CANDIDATE_PARTITIONS
 from pipelines.simulator import running
 from tests.browser import launch
 from tests.environments import local_settings, run_stage
 
+IN_PROGRESS = (
+    dg.DagsterRunStatus.QUEUED,
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+)
 LAST = date(2026, 11, 20)
+CANDIDATE = "support-answer-v4"
+# 400 calls a day with the demo's seed: enough long English support answers for the
+# pooled window to show the regression the improving aggregate hides
+CALLS, SEED = 400, 7
+ARTIFACTS = Path(__file__).resolve().parents[2] / ".tracelake" / "artifacts" / "test_ui"
+BROKEN = "version: 1\nid: broken-idea\ndescription: a typo in a key\nmodle: claude-sonnet-4-6\n"
 DAYS = [LAST - timedelta(days=2), LAST - timedelta(days=1), LAST]
 INSTANCE_YAML = "telemetry:\n  enabled: false\n"
 
@@ -54,6 +74,71 @@ def wait_for(url: str, process: subprocess.Popen, log: Path, timeout: float = 18
     pytest.fail(f"the Dagster UI did not answer at {url}:\n{log.read_text()[-3000:]}")
 
 
+def shows(page: Page, text: str, timeout: float = 90_000) -> None:
+    """Wait until the page's visible text contains ``text`` (the UI renders after it loads)."""
+    page.wait_for_function("t => document.body.innerText.includes(t)", arg=text, timeout=timeout)
+
+
+def until_shown(page: Page, url: str, text: str, seconds: float) -> None:
+    """Reload ``url`` until it shows ``text``: the daemon's runs take minutes on a loaded machine."""
+    deadline = time.monotonic() + seconds
+    while True:
+        page.goto(url)
+        try:
+            shows(page, text, timeout=30_000)
+            return
+        except PlaywrightTimeout:
+            assert time.monotonic() < deadline, f"{url} never showed {text!r}:\n{page.inner_text('body')[-2000:]}"
+            page.wait_for_timeout(5_000)
+
+
+def shot(page: Page, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def launch_backfill(page: Page, base: str) -> None:
+    """Materialize... on `replays`: the candidate and the three days, by clicks; no run config."""
+    open_backfill_dialog(page, base, CANDIDATE)
+    dialog = page.get_by_role("dialog")
+    days = dialog.get_by_placeholder("ex: ", exact=False)
+    days.fill(f"[{DAYS[0]}...{DAYS[-1]}]")
+    days.press("Enter")
+    dialog.get_by_text("3 partitions").wait_for()
+    shot(page, "backfill-dialog")
+    dialog.get_by_role("button", name="Launch backfill").click()
+    page.get_by_text("Created backfill").wait_for(timeout=30_000)
+
+
+def backfill_runs(instance: dg.DagsterInstance) -> dict[str, list[dg.DagsterRun]]:
+    """The candidate's runs by the backfill a person launched (the automation's own are left out)."""
+    runs = instance.get_runs(dg.RunsFilter(tags={"dagster/partition/candidate": CANDIDATE}))
+    by: dict[str, list[dg.DagsterRun]] = {}
+    for run in runs:
+        if "dagster/backfill" in run.tags and "dagster/auto_materialize" not in run.tags:
+            by.setdefault(run.tags["dagster/backfill"], []).append(run)
+    return by
+
+
+def settled(instance: dg.DagsterInstance, backfill: str, seconds: float) -> None:
+    """Wait until the backfill's three runs succeeded and no run of the candidate is left (the summaries)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        runs = backfill_runs(instance).get(backfill, [])
+        ok = len(runs) == 3 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        busy = instance.get_runs(
+            dg.RunsFilter(tags={"dagster/partition/candidate": CANDIDATE}, statuses=list(IN_PROGRESS))
+        )
+        if ok and not busy:
+            return
+        assert time.monotonic() < deadline, f"backfill {backfill}: {[r.status for r in runs]}, {len(busy)} running"
+        time.sleep(5)
+
+
+def summary_materializations(instance: dg.DagsterInstance) -> int:
+    return len(instance.fetch_materializations(dg.AssetKey("replay_summary"), limit=1000).records)
+
+
 def open_backfill_dialog(page: Page, base: str, candidate: str) -> None:
     """Open Materialize... on `replays` until the candidate partition is there (the sensor syncs it)."""
     deadline = time.monotonic() + 120
@@ -77,7 +162,7 @@ def open_backfill_dialog(page: Page, base: str, candidate: str) -> None:
         page.wait_for_timeout(5000)
 
 
-def test_backfill_a_new_candidate_over_three_days_from_the_ui(tmp_path):
+def test_decide_on_a_candidate_from_the_ui(tmp_path):
     registry = tmp_path / "candidates"
     registry.mkdir()
     home = tmp_path / "dagster_home"
@@ -89,7 +174,7 @@ def test_backfill_a_new_candidate_over_three_days_from_the_ui(tmp_path):
     (home / ".nux").mkdir()
     (home / ".nux" / "nux.yaml").write_text("seen: 1\n")
     settings = local_settings(tmp_path, candidates_uri=str(registry))
-    generate(settings.source_uri, calls=20, days=3, seed=5, end=LAST, stores_out=settings.stores_uri)
+    generate(settings.source_uri, calls=CALLS, days=3, seed=SEED, end=LAST, stores_out=settings.stores_uri)
     instance = dg.DagsterInstance.from_config(str(home))
     for day in DAYS:
         assert run_stage(settings, "ingest", day.isoformat(), instance).success
@@ -121,34 +206,82 @@ def test_backfill_a_new_candidate_over_three_days_from_the_ui(tmp_path):
         try:
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/server_info", process, log)
-            # a person adds a candidate: a new file in the registry
-            shutil.copy(DEMO_CANDIDATES / "sonnet-next.yaml", registry / "sonnet-next.yaml")
+            # a person registers a candidate: a new file in the registry; someone else's has a typo
+            shutil.copy(DEMO_CANDIDATES / f"{CANDIDATE}.yaml", registry / f"{CANDIDATE}.yaml")
+            (registry / "broken-idea.yaml").write_text(BROKEN)
             with sync_playwright() as playwright:
                 browser = launch(playwright)
                 page = browser.new_page(viewport={"width": 1400, "height": 900})
-                open_backfill_dialog(page, base, "sonnet-next")
-                dialog = page.get_by_role("dialog")
-                days = dialog.get_by_placeholder("ex: ", exact=False)
-                days.fill(f"[{DAYS[0]}...{DAYS[-1]}]")
-                days.press("Enter")
-                dialog.get_by_text("3 partitions").wait_for()
-                dialog.get_by_role("button", name="Launch backfill").click()
-                page.get_by_text("Created backfill").wait_for(timeout=30_000)
+                launch_backfill(page, base)
+                first = time.monotonic()
 
-                deadline = time.monotonic() + 900  # a loaded 2-core machine launches runs slowly
-                while not page.get_by_text("Materialized (3)").count():
-                    assert time.monotonic() < deadline, "replay_summary did not materialize for the 3 days"
-                    page.wait_for_timeout(10_000)
-                    page.goto(f"{base}/assets/replay_summary?view=partitions")
-                    page.get_by_text("Materialized (").first.wait_for(timeout=60_000)
+                # the rejected file: a failed tick of the registry's sensor, with the file and the reason
+                until_shown(
+                    page, f"{base}/locations/pipelines.definitions/sensors/candidate_partitions_sync", "Failure", 180
+                )
+                page.get_by_role("button", name="View", exact=True).first.click()
+                dialog = page.get_by_role("dialog")
+                dialog.get_by_text("broken-idea.yaml", exact=False).first.wait_for()
+                assert "key modle: Extra inputs are not permitted" in dialog.inner_text()
+                shot(page, "rejected-candidate-file")
+                page.keyboard.press("Escape")
+
+                # the verdict, read from the page: replay_summary pooled over the three days
+                until_shown(page, f"{base}/assets/replay_summary?view=events", f"{DAYS[0]}..{DAYS[-1]} (3 days)", 1200)
+                events = page.inner_text("body")
+                assert "DO NOT SHIP as is: the aggregate improves but hides significant regressions in" in events
+                assert "window_segments" in events and "HIDES A REGRESSION" in events
+                assert re.search(r"support\.answer/en/\w+/long.*\[[-+]\d\.\d\d, [-+]\d\.\d\d\]", events), "an interval"
+                assert re.search(r"candidate \$0\.\d+ vs baseline \$0\.\d+ per call", events)
+                plot = page.locator('a[href^="file://"][href$="/reports/replay/support-answer-v4.png"]').first
+                plot.wait_for()
+                assert Path(plot.get_attribute("href").removeprefix("file://")).read_bytes()[:4] == b"\x89PNG"
+                shot(page, "replay-summary-window")
+
+                check = f"{base}/assets/replay_summary?view=checks&checkDetail=aggregate_hides_a_segment_regression"
+                until_shown(page, check, "while these segments significantly regress: support.answer/en/", 300)
+                assert "This is a non-blocking asset check" in page.inner_text("body")
+                shows(page, "Failed")
+                shot(page, "hides-a-regression-check")
+
+                until_shown(page, f"{base}/assets/replays?view=events", "spent_this_run_usd", 120)
+                spent = page.inner_text("body")
+                assert re.search(r"\d+ sent, \$0\.\d{4} spent; \d+ rows committed", spent), spent[:3000]
+                assert "cost_of_rows_usd" in spent
+                shot(page, "replays-spent-this-run")
+                print(f"first backfill read from the page in {time.monotonic() - first:.0f}s")
+
+                # all three summaries are in; then a second backfill of the same days
+                (done,) = backfill_runs(instance)
+                settled(instance, done, 600)
+                summaries, version = summary_materializations(instance), settings.warehouse().version("replay_summary")
+                launch_backfill(page, base)
+                deadline = time.monotonic() + 60
+                while not (second := [b for b in backfill_runs(instance) if b != done]):
+                    assert time.monotonic() < deadline, "the second backfill started no run"
+                    time.sleep(2)
+                settled(instance, second[0], 900)
+                until_shown(
+                    page,
+                    f"{base}/assets/replays?view=events",
+                    "0 sent, $0.0000 spent; nothing committed (answered from the ledger)",
+                    120,
+                )
+                shot(page, "replays-rerun-sent-nothing")
+                # the automation sensor evaluates every 30 s: three evaluations later, no summary ran
+                page.wait_for_timeout(100_000)
+                assert summary_materializations(instance) == summaries
+                assert settings.warehouse().version("replay_summary") == version
+
+                # "Add a partition" in the Materialize dialog: the registry's sensor takes it away
+                instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["gpt-next"])
+                deadline = time.monotonic() + 180
+                while instance.has_dynamic_partition(CANDIDATE_PARTITIONS, "gpt-next"):
+                    assert time.monotonic() < deadline, "a partition with no registry file stayed"
+                    time.sleep(5)
                 browser.close()
         finally:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=30)
 
-        warehouse = settings.warehouse()
-        summary = warehouse.read("replay_summary", pl.col("candidate") == "sonnet-next")
-        assert sorted(set(summary["day"])) == DAYS
-        replays = warehouse.read("replays", pl.col("candidate") == "sonnet-next")
-        assert replays.height > 0 and replays["simulated"].all()
         assert sim.bills, "the runs the UI launched talked to the simulator"
