@@ -109,6 +109,7 @@ LOADED_CHECKS = [
     "ingest_log_quality",
     "quarantine_quality",
     "quarantine_residual_pii",
+    "redaction_audit_residual_pii",
     "spans_quality",
     "spans_residual_pii",
     "traces_quality",

@@ -13,6 +13,7 @@ import time
 from datetime import date
 from pathlib import Path
 
+import dagster as dg
 from playwright.sync_api import sync_playwright
 
 from pipelines.demo import generate
@@ -101,6 +102,21 @@ def test_the_day_x_shard_grid_and_a_backfill_of_two_days_by_four_shards_from_the
                 page.get_by_text("Materialized (").first.wait_for(timeout=60_000)
             page.screenshot(path=str(tmp_path / "done.png"))
             browser.close()
+
+        # the daily stages follow by automation once every shard of a day is in: traces of both days,
+        # and no run failed (the loaded tables' checks ran in the shard runs and with traces)
+        instance = dg.DagsterInstance.from_config(str(home))
+        deadline = time.monotonic() + 600
+        while True:
+            traced = {
+                r.partition_key for r in instance.fetch_materializations(dg.AssetKey("traces"), limit=100).records
+            }
+            if traced >= {str(d) for d in DAYS}:
+                break
+            assert time.monotonic() < deadline, f"traces of {traced} only\n{log.read_text()[-3000:]}"
+            time.sleep(10)
+        failed = instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
+        assert not failed, [(r.job_name, r.tags.get("dagster/partition")) for r in failed]
     finally:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=30)
