@@ -82,10 +82,12 @@ def demo_day(calls: int, console: Console) -> tuple[Path, dict]:
     """The cached source folder of a ``calls``-call demo day, generated the first time."""
     folder = OUT / f"day-{calls}"
     done = folder / "summary.json"
-    if not done.exists():
+    if not done.exists() or not (folder / "stores").exists():
         shutil.rmtree(folder, ignore_errors=True)
         with console.status(f"generating a {calls:,}-call demo day under {folder} (once)"):
-            summary = generate(str(folder / "source"), calls=calls, days=1, seed=SEED, end=DAY)
+            summary = generate(
+                str(folder / "source"), calls=calls, days=1, seed=SEED, end=DAY, stores_out=str(folder / "stores")
+            )
         done.write_text(
             json.dumps({"calls": summary.calls, "objects": summary.objects, "bytes": summary.bytes_written})
         )
@@ -137,6 +139,7 @@ def nightly(source: Path, shards: str, tmp: Path) -> Run:
         **os.environ,
         "DAGSTER_HOME": str(home),
         "TRACELAKE_SOURCE": str(source),
+        "TRACELAKE_STORES": str(source.parent / "stores"),  # what the day's calls were rendered from
         "TRACELAKE_WAREHOUSE": str(tmp / f"warehouse-{shards.replace(':', '-')}"),
         "TRACELAKE_SHARDS": shards,
         "TRACELAKE_LLM": "off",
