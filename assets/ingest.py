@@ -1,7 +1,8 @@
 """Ingest stage: raw objects for a day -> calls, spans, ingest_log, quarantine; then traces.
 
-One multi-asset parses each object once and writes the four tables it feeds;
-`traces` rolls up from what landed. Unchanged objects (same key and etag as
+One multi-asset parses each object once and writes the tables it feeds, one
+shard of a day at a time (day x shard partitions: pipelines/partitions.py);
+`traces` rolls up a day from what every shard of it landed. Unchanged objects (same key and etag as
 last ingested) are skipped, so a re-run reads nothing and commits nothing.
 """
 
@@ -13,11 +14,13 @@ import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
+from pipelines.automation import after_inputs
 from pipelines.ingest import quality
 from pipelines.ingest.objects import IngestBatch
 from pipelines.ingest.plan import DayPlan, plan_day
+from pipelines.ingest.shards import ShardSpec
 from pipelines.ingest.traces import CALL_COLUMNS, rollup
-from pipelines.partitions import daily, day_and_shard, day_of
+from pipelines.partitions import BY_DAY, SHARDS, daily, day_and_shard, day_of, day_shards_of
 from pipelines.record.schema import SPECS
 from pipelines.redact.residual import patterns_for_mode
 from pipelines.resources.object_store import ObjectInfo, ObjectStore
@@ -63,22 +66,27 @@ def _write(plan: DayPlan, warehouse: Warehouse) -> dict[str, MergeResult]:
     return written
 
 
-@dg.multi_asset(
-    specs=[
-        dg.AssetSpec(name, description=SPECS[name].description, kinds={"delta"}, group_name="ingest")
-        for name in LOADED_TABLES
-    ],
-    partitions_def=daily,
-    pool="warehouse",
-)
-def raw_traces(
+def raw_traces_for(spec: ShardSpec) -> dg.AssetsDefinition:
+    """The raw-trace load, partitioned day x the shards of ``spec`` (TRACELAKE_SHARDS)."""
+    return dg.multi_asset(
+        specs=[
+            dg.AssetSpec(name, description=SPECS[name].description, kinds={"delta"}, group_name="ingest")
+            for name in LOADED_TABLES
+        ],
+        name="raw_traces",
+        partitions_def=day_shards_of(spec),
+        pool="warehouse",
+    )(load_shard)
+
+
+def load_shard(
     context: dg.AssetExecutionContext,
     source: ObjectStore,
     warehouse: Warehouse,
     redaction: Redaction,
     template_store: TemplateStore,
 ):
-    day, shard = day_and_shard(context, source.shard_spec)  # shard None: the whole day
+    day, shard = day_and_shard(context, source.shard_spec)
     now = datetime.now(UTC)
     listed = source.list_day(day, shard)
     seen = _last_etags(warehouse, [o.key for o in listed])
@@ -176,12 +184,16 @@ def raw_traces(
     )
 
 
+raw_traces = raw_traces_for(SHARDS)
+
+
 @dg.asset(
-    deps=["calls", "spans"],
+    deps=[dg.AssetDep("calls", partition_mapping=BY_DAY), dg.AssetDep("spans", partition_mapping=BY_DAY)],
     partitions_def=daily,
     kinds={"delta"},
     group_name="ingest",
     pool="warehouse",
+    automation_condition=after_inputs(),
     description="One row per trace or agent session: totals, outcome, feedback, segment.",
 )
 def traces(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:

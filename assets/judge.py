@@ -13,6 +13,7 @@ import polars as pl
 
 from assets.quality import quality_check
 from assets.reporting import merge_metadata, preview
+from pipelines.automation import after_inputs, after_nightly_load
 from pipelines.judge import day as judge_day
 from pipelines.judge import watch
 from pipelines.judge.alerts import Alert, slack_payload
@@ -69,6 +70,7 @@ def _rates_md(rates: list[ClassRate]) -> dg.MetadataValue:
     kinds={"delta"},
     group_name=GROUP,
     pool="warehouse",
+    automation_condition=after_nightly_load(),
     description="One row per event of every trace (any source format) in the structured agent-log shape.",
 )
 def agent_events(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
@@ -102,6 +104,7 @@ def _run_time(context: dg.AssetExecutionContext) -> datetime:
             deps=["traces", "agent_events"],
             kinds={"delta"},
             group_name=GROUP,
+            automation_condition=after_nightly_load(),
             description="One row per finding: class, detector and version, confidence, evidence, affected step, "
             "and the probability its trace was judged with.",
         ),
@@ -110,6 +113,7 @@ def _run_time(context: dg.AssetExecutionContext) -> datetime:
             deps=["traces"],
             kinds={"delta"},
             group_name=GROUP,
+            automation_condition=after_nightly_load(),
             description="Per judge prompt version and check: self-agreement (Cohen's kappa) and agreement with "
             "human feedback, with counts.",
         ),
@@ -182,6 +186,7 @@ def _findings_schema() -> dict:
     kinds={"delta"},
     group_name=GROUP,
     pool="warehouse",
+    automation_condition=after_nightly_load(),
     description="Violations of each trace's message history (state validator); the first of each trace marked.",
 )
 def state_violations(context: dg.AssetExecutionContext, warehouse: Warehouse) -> dg.MaterializeResult:
@@ -214,6 +219,7 @@ def _warn(passed: bool, description: str, metadata: dict) -> dg.AssetCheckResult
 @dg.asset_check(
     asset="semantic_errors",
     partitions_def=daily,
+    automation_condition=after_inputs(),
     description="Warns when a class's rate (the lower bound of its 95% interval) is above its threshold.",
 )
 def semantic_error_rate(
@@ -248,6 +254,7 @@ def _events(warehouse: Warehouse, day: date) -> pl.DataFrame:
 @dg.asset_check(
     asset="agent_events",
     partitions_def=daily,
+    automation_condition=after_inputs(),
     description="Warns when more sessions than the policy allows ran past its step (default: >5 past step 7).",
 )
 def deep_sessions(
@@ -277,6 +284,7 @@ def deep_sessions(
 @dg.asset_check(
     asset="agent_events",
     partitions_def=daily,
+    automation_condition=after_inputs(),
     description="Warns when a session's cost is above the policy's threshold (default $0.50).",
 )
 def session_cost(

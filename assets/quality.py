@@ -1,7 +1,7 @@
 """Blocking data-quality checks on the ingest tables, one per table and day.
 
 Each check reads the day's rows through the warehouse, runs the table's Great
-Expectations suite (pipelines/ingest/quality.py) and reports a rule-by-rule table.
+Expectations suite (pipelines/quality.py) and reports a rule-by-rule table.
 A failure stops downstream assets of the same run.
 """
 
@@ -11,6 +11,7 @@ from datetime import timedelta
 import dagster as dg
 import polars as pl
 
+from pipelines.automation import after_inputs
 from pipelines.ingest import quality
 from pipelines.partitions import daily, day_of
 from pipelines.resources.policies import Redaction
@@ -53,6 +54,7 @@ def quality_check(table: str, blocking: bool = True) -> dg.AssetChecksDefinition
         name=f"{table}_quality",
         blocking=blocking,
         partitions_def=daily,
+        automation_condition=after_inputs(),
         description=f"Great Expectations suite for one day of `{table}`: keys, hashes, times, counts.",
     )
     def check(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dg.AssetCheckResult:
@@ -92,6 +94,7 @@ def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
         name=f"{table}_residual_pii",
         blocking=True,
         partitions_def=daily,
+        automation_condition=after_inputs(),
         description=f"No emails, valid CPFs/CNPJs, Luhn-valid cards or API keys left in `{table}`.",
     )
     def check(

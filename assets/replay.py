@@ -19,11 +19,17 @@ from assets.replay_view import (
     write_plot,
 )
 from assets.reporting import merge_metadata, preview
-from pipelines.jobs import nightly
+from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG, nightly
 from pipelines.jobs import replay as replay_job
 from pipelines.llm.ledger import run_spend
 from pipelines.llm.lifecycle import serve
-from pipelines.partitions import CANDIDATE_PARTITIONS, candidate_day_key, candidate_day_of, candidate_days
+from pipelines.partitions import (
+    CANDIDATE_PARTITIONS,
+    DAY_OF_CANDIDATE_DAY,
+    candidate_day_key,
+    candidate_day_of,
+    candidate_days,
+)
 from pipelines.partitions import candidates as candidate_dimension
 from pipelines.printable import inert
 from pipelines.record.canonical import sha256_hex
@@ -188,7 +194,7 @@ def sender(ask):
 
 
 @dg.asset(
-    deps=["calls", "rot_checks"],
+    deps=[dg.AssetDep("calls", partition_mapping=DAY_OF_CANDIDATE_DAY), "rot_checks"],
     partitions_def=candidate_days,
     kinds={"delta"},
     group_name="replay",
@@ -397,14 +403,24 @@ def candidate_partitions_sync(context: dg.SensorEvaluationContext, candidate_reg
     return dg.SkipReason(f"no new candidates ({len(found)} known)")
 
 
+def nightly_stages_ran(run: dg.DagsterRun) -> bool:
+    """The run holds a day's nightly stages: the ``nightly`` job, or the daily_stages automation's
+    run of every stage after the nightly load (its asset selection covers rot_checks)."""
+    if run.job_name == nightly.name:
+        return True
+    return run.tags.get(STAGE_TAG) == AUTOMATED_STAGE and dg.AssetKey("rot_checks") in (run.asset_selection or ())
+
+
 @dg.run_status_sensor(
     run_status=dg.DagsterRunStatus.SUCCESS,
-    monitored_jobs=[nightly],
     request_job=replay_job,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="After the nightly job succeeds for a day, one replay run per active candidate for that day.",
+    description="After a day's nightly stages succeed (the nightly job, or the daily_stages automation's run "
+    "after the nightly load), one replay run per active candidate for that day.",
 )
 def nightly_replay(context: dg.RunStatusSensorContext, candidate_registry: CandidateRegistry):
+    if not nightly_stages_ran(context.dagster_run):
+        return dg.SkipReason(f"run {context.dagster_run.run_id} did not hold a day's nightly stages")
     day = context.dagster_run.tags.get("dagster/partition")
     if not day:
         return dg.SkipReason("the nightly run has no day partition")

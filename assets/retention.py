@@ -14,6 +14,7 @@ import polars as pl
 from pydantic import Field
 
 from assets.reporting import merge_metadata, preview
+from pipelines.automation import after_nightly_load
 from pipelines.partitions import daily, day_of
 from pipelines.resources.policies import RetentionPolicy
 from pipelines.resources.warehouse import Warehouse
@@ -41,6 +42,7 @@ def _reason_table(rows: pl.DataFrame) -> dg.MetadataValue:
             deps=["calls", "traces"],
             kinds={"delta"},
             group_name="retention",
+            automation_condition=after_nightly_load(),
             description="One row per call: tier (full or ingredients), every rule that matched, keep probability, "
             "policy.",
         )
@@ -82,6 +84,7 @@ def retention(
     kinds={"delta"},
     group_name="retention",
     pool="warehouse",
+    automation_condition=after_nightly_load(),
     description="Per segment (route x user tier x language x input length) over the policy's window ending on the "
     "day: calls seen, kept in full, sampled; segments with no call kept in full are flagged.",
 )

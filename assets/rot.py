@@ -10,6 +10,7 @@ import dagster as dg
 import polars as pl
 
 from assets.reporting import merge_metadata, preview
+from pipelines.automation import after_inputs, after_nightly_load
 from pipelines.partitions import daily, day_of
 from pipelines.redact.keys import KeyRing
 from pipelines.resources.stores import DocumentStore, ModelAliasStore, ParamsStore, TemplateStore, load_ingredients
@@ -51,6 +52,7 @@ def _markdown(frame: pl.DataFrame) -> dg.MetadataValue:
     kinds={"delta"},
     group_name="rot",
     pool="warehouse",
+    automation_condition=after_nightly_load(),
     description="One row per call per check run: does the recorded request still re-render from today's "
     "ingredient stores, and if not, which pointer rotted.",
 )
@@ -107,6 +109,7 @@ def rot_checks(
 @dg.asset_check(
     asset=rot_checks,
     partitions_def=daily,
+    automation_condition=after_inputs(),
     description=f"Warns when a route's rot rate on the day jumps against the {HISTORY_DAYS} days before.",
 )
 def rot_rate_jump(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dg.AssetCheckResult:

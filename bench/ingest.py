@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import resource
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -46,6 +47,8 @@ from typing import TypeVar
 os.environ.setdefault("TRACELAKE_DEMO", "1")
 os.environ.setdefault("TRACELAKE_START_DATE", "2024-01-01")
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.environments: a day's runs
+
 import dagster as dg  # noqa: E402
 import pandas as pd  # noqa: E402
 import polars as pl  # noqa: E402
@@ -54,7 +57,6 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from pipelines.collector import gc_paused  # noqa: E402
-from pipelines.definitions import build  # noqa: E402
 from pipelines.demo import generate  # noqa: E402
 from pipelines.formats import format_for, is_line_delimited  # noqa: E402
 from pipelines.formats.base import json_records  # noqa: E402
@@ -74,6 +76,7 @@ from pipelines.record.schema import TABLES  # noqa: E402
 from pipelines.resources.object_store import ObjectStore  # noqa: E402
 from pipelines.resources.warehouse import Warehouse  # noqa: E402
 from pipelines.settings import Settings  # noqa: E402
+from tests.environments import run_stage  # noqa: E402
 
 DAY = date(2026, 11, 29)
 NOW = datetime.now(UTC)
@@ -213,15 +216,13 @@ def _documents(call: dict) -> list[dict]:
 
 
 def stage(source: Path, warehouse: Path, stores: Path) -> None:
-    """The `ingest` job for the day, in process (as `tracelake run ingest` runs it), with the
-    demo's ingredient stores (redaction looks the calls' templates up in them)."""
+    """The ingest stage for the day, in process (as `tracelake run ingest` runs it: the load of
+    every shard of the day, then the `ingest` job), with the demo's ingredient stores
+    (redaction looks the calls' templates up in them)."""
     settings = Settings.from_env()
     where = {"source_uri": str(source), "warehouse_uri": str(warehouse), "stores_uri": str(stores)}
     settings = type(settings)(**{**settings.__dict__, **where})
-    job = build(settings).resolve_job_def("ingest")
-    result = job.execute_in_process(
-        partition_key=DAY.isoformat(), instance=dg.DagsterInstance.ephemeral(), run_config=QUIET
-    )
+    result = run_stage(settings, "ingest", DAY.isoformat(), dg.DagsterInstance.ephemeral(), run_config=QUIET)
     assert result.success
 
 

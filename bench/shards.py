@@ -4,6 +4,7 @@
     python bench/shards.py --sizes 2000,8000        # quick
     python bench/shards.py --calls-per-shard 5000   # shards sized to the day (the default)
     python bench/shards.py --mode hash              # hash:N shards (they merge into every hour)
+    python bench/shards.py --nightly 0              # without the whole-nightly comparison
 
 For each day size, one run ingests the whole day (unsharded), then the same day is
 ingested as ``hour:N`` shards, N the fewest (of 2, 3, 4, 6, 8, 12, 24 and multiples
@@ -20,6 +21,13 @@ merge calls, spans, quarantine and ingest_log), without Dagster and without reda
 redaction's memory is its model (constant) plus the rows the run already holds, and its
 time is bench/redact.py's. Both variants must land the same calls, spans and ingest_log
 keys; the table says so.
+
+Then, for the largest day (``--nightly``), the whole nightly as an operator runs it on one
+machine: ``tracelake run nightly`` (every shard's load, then traces and the checks,
+retention, rot and judge, redaction with NER as configured by default), once with
+``TRACELAKE_SHARDS=1`` and once with the shards above, each into its own warehouse and
+Dagster home; wall time, CPU and the peak RSS of its largest process. The shards run one
+after another here; a deployment runs them at once through the run queue.
 
 Demo days are generated once and kept under bench/out/shards/ (a 160k-call day takes
 minutes to write); tables go to a temporary folder.
@@ -74,10 +82,12 @@ def demo_day(calls: int, console: Console) -> tuple[Path, dict]:
     """The cached source folder of a ``calls``-call demo day, generated the first time."""
     folder = OUT / f"day-{calls}"
     done = folder / "summary.json"
-    if not done.exists():
+    if not done.exists() or not (folder / "stores").exists():
         shutil.rmtree(folder, ignore_errors=True)
         with console.status(f"generating a {calls:,}-call demo day under {folder} (once)"):
-            summary = generate(str(folder / "source"), calls=calls, days=1, seed=SEED, end=DAY)
+            summary = generate(
+                str(folder / "source"), calls=calls, days=1, seed=SEED, end=DAY, stores_out=str(folder / "stores")
+            )
         done.write_text(
             json.dumps({"calls": summary.calls, "objects": summary.objects, "bytes": summary.bytes_written})
         )
@@ -121,6 +131,38 @@ def one_run(source: Path, warehouse: Path, shard: int, spec: ShardSpec) -> Run:
     return Run(seconds, usage.ru_utime + usage.ru_stime, peak, report["objects"], calls)
 
 
+def nightly(source: Path, shards: str, tmp: Path) -> Run:
+    """``tracelake run nightly`` for the bench day with ``TRACELAKE_SHARDS=shards``, in a process of its own."""
+    home = tmp / f"home-{shards.replace(':', '-')}"
+    home.mkdir()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "TRACELAKE_SOURCE": str(source),
+        "TRACELAKE_STORES": str(source.parent / "stores"),  # what the day's calls were rendered from
+        "TRACELAKE_WAREHOUSE": str(tmp / f"warehouse-{shards.replace(':', '-')}"),
+        "TRACELAKE_SHARDS": shards,
+        "TRACELAKE_LLM": "off",
+    }
+    tracelake = str(Path(sys.executable).with_name("tracelake"))
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        [tracelake, "run", "nightly", "--date", DAY.isoformat()],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    seconds = time.perf_counter() - started
+    out = process.stdout.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"the nightly with TRACELAKE_SHARDS={shards} failed:\n{out[-3000:]}")
+    calls = Warehouse(uri=env["TRACELAKE_WAREHOUSE"]).read("calls", columns=["call_id"]).height
+    # ru_maxrss of wait4: the largest process among it and its children (the redaction workers)
+    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, 0, calls)
+
+
 def _keys(warehouse: Path, table: str) -> pl.DataFrame:
     return Warehouse(uri=str(warehouse)).read(table, columns=list(KEYS[table])).sort(list(KEYS[table]))
 
@@ -131,6 +173,12 @@ def main() -> None:
     parser.add_argument("--calls-per-shard", type=int, default=5000, help="shards sized to the day: at most this")
     parser.add_argument(
         "--mode", choices=("hour", "hash"), default="hour", help="hour:N (the default) or hash:N shards"
+    )
+    parser.add_argument(
+        "--nightly",
+        type=int,
+        default=None,
+        help="calls of the day for the whole-nightly comparison (default: the largest; 0: none)",
     )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -201,6 +249,34 @@ def main() -> None:
         )
     console.print(table)
     console.print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+
+    size = max(sizes) if args.nightly is None else args.nightly
+    if size:
+        source, summary = demo_day(size, console)
+        spec = shard_spec(source, summary, args.mode, args.calls_per_shard)
+        runs = {}
+        with tempfile.TemporaryDirectory(prefix="tracelake-nightly-") as tmp:
+            for shards in ("1", str(spec)):
+                with console.status(
+                    f"{summary['calls']:,} calls: tracelake run nightly with TRACELAKE_SHARDS={shards}"
+                ):
+                    runs[shards] = nightly(source, shards, Path(tmp))
+        table = Table(
+            title=f"The whole nightly (tracelake run nightly) of a {summary['calls']:,}-call day, one machine"
+        )
+        for name in ("TRACELAKE_SHARDS", "wall", "CPU", "peak RSS (largest process)", "calls stored"):
+            table.add_column(name, justify="right")
+        for shards, run in runs.items():
+            table.add_row(
+                shards, f"{run.seconds:.0f} s", f"{run.cpu_seconds:.0f} s", f"{run.peak_mb:,.0f} MB", f"{run.calls:,}"
+            )
+        console.print(table)
+        whole, split = runs["1"], runs[str(spec)]
+        console.print(
+            f"sharded/unsharded: wall {split.seconds / whole.seconds:.2f}x, "
+            f"CPU {split.cpu_seconds / whole.cpu_seconds:.2f}x, peak {split.peak_mb / whole.peak_mb:.2f}x; "
+            f"load {os.getloadavg()[0]:.2f}"
+        )
 
 
 if __name__ == "__main__":

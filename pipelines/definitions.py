@@ -5,6 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from assets import ingest, judge, maintenance, quality, replay, retention, rot
+from pipelines.ingest.shards import ShardSpec
 from pipelines.jobs import jobs
 from pipelines.run_heartbeat import executor
 from pipelines.schedules import schedules
@@ -16,7 +17,7 @@ def build(settings: Settings | None = None) -> dg.Definitions:
     settings = settings or Settings.from_env()
     return dg.Definitions(
         assets=[
-            ingest.raw_traces,
+            ingest.raw_traces_for(ShardSpec.parse(settings.shards)),
             ingest.traces,
             retention.retention,
             retention.retention_coverage,

@@ -1,6 +1,6 @@
 """How tracelake writes and reads its Delta tables, with no framework around it: the
 files' properties, the table configuration, rows cast to a table's declared schema, the
-layout marker, and the partition replace every write is (``upsert`` within a ``Scope``).
+layout marker, and the keyed replace every write is (``upsert`` within a ``Scope``).
 ``pipelines.resources.warehouse.Warehouse`` runs these against a folder or S3 prefix.
 
 The table written is the table read. Every table is declared in ``record/schema.py`` and
@@ -10,13 +10,17 @@ physical: zstd, dictionary and DELTA_LENGTH_BYTE_ARRAY encodings, and statistics
 column (so any engine's file pruning is right: a pyarrow dataset prunes a file for a
 column that has no statistics).
 
-Every write is a **partition replace**: the rows of the partitions a write touches are
-read at the table's current version, combined with the new rows in memory (upsert by key,
-a stored row rewritten only when its ``record_sha256`` changed; deletes by a predicate),
-and written back with an overwrite whose predicate names exactly those partitions. A
-write that changes nothing commits nothing. Another writer that commits into the same
-partitions first makes the commit fail, and the write is done again on the new version:
-two runs writing one day never both append (``tests/production/test_concurrent_writers.py``).
+Every write is a **keyed replace**: the keys and digests of the partitions a write touches
+are read at the table's current version and matched with the new rows (upsert by key, a
+stored row replaced only when its ``record_sha256`` changed; deletes by a predicate). The
+rows that change go in with one overwrite whose predicate names those partitions and the
+changed keys (``Replaced.predicate``): delta-rs rewrites only the files that hold such a
+key, keeping their other rows, so a write's memory and I/O follow the rows it changes,
+not the day it lands in (a shard of a day writes its own rows, whatever its neighbours
+stored). A write that changes nothing commits nothing. Another writer that first commits
+a file that could hold one of those keys (by its statistics) or into a partition this
+write found empty makes the commit fail, and the write is done again on the new version:
+two runs writing one day never both insert a row (``tests/production/test_concurrent_writers.py``).
 delta-rs's own MERGE and DELETE are not used: the files they write carry ``string_view``
 in their Arrow schema, which pyarrow's filters cannot compare (delta-io/delta-rs#4579;
 ``tests/tables/test_conformance.py`` checks every stored file).
@@ -268,9 +272,11 @@ def _digest(frame: pl.DataFrame) -> pl.Series:
 
 @dataclass(frozen=True)
 class Replaced:
-    """The new contents of a write's scope, and what changed in it."""
+    """What a write changes in its scope: the new rows it writes, the stored keys it takes
+    out (replaced or deleted), and the counts."""
 
     rows: pa.Table
+    removed: pl.DataFrame
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
@@ -278,6 +284,15 @@ class Replaced:
     @property
     def changed(self) -> bool:
         return bool(self.inserted or self.updated or self.deleted)
+
+
+def index_columns(name: str, replace: pl.Expr | None = None) -> list[str] | None:
+    """The stored columns ``upsert`` needs: the key, the digest, and what ``replace`` reads
+    (None: every column, for a table whose digest is the whole row)."""
+    if "record_sha256" not in TABLES[name].names:
+        return None
+    wanted = [*KEYS[name], "record_sha256", *(replace.meta.root_names() if replace is not None else [])]
+    return list(dict.fromkeys(wanted))
 
 
 def upsert(
@@ -288,10 +303,11 @@ def upsert(
     replace: pl.Expr | None = None,
     only_existing: bool = False,
 ) -> Replaced:
-    """``stored`` (the scope's rows) with ``data`` merged in by key: a new key is inserted,
-    a stored row is replaced when its digest differs (with ``only_existing``: only where
-    its digest is still the one ``data`` carries, and nothing is inserted), and a stored row
-    that ``data`` does not bring is deleted where it matches ``replace``."""
+    """``data`` matched by key with ``stored`` (the scope's rows, at least its
+    ``index_columns``): a new key is inserted, a stored row is replaced when its digest
+    differs (with ``only_existing``: only where its digest is still the one ``data``
+    carries, and nothing is inserted), and a stored row that ``data`` does not bring is
+    deleted where it matches ``replace``."""
     keys = list(KEYS[name])
     new = pl.from_arrow(data)
     old = stored.select(*keys, stored_digest=_digest(stored), is_stored=pl.lit(True))
@@ -301,12 +317,25 @@ def upsert(
     take = (is_stored & same) if only_existing else ~(is_stored & same)
     inserted = 0 if only_existing else int((~is_stored).sum())
     updated = int(take.sum()) - inserted
-    incoming = new.filter(take).select(keys)
-    kept = stored.join(incoming, on=keys, how="anti")
+    removed = matched.filter(take & is_stored).select(keys)
     deleted = 0
     if replace is not None:
-        gone = kept.filter(replace.fill_null(False)).join(new.select(keys), on=keys, how="anti").select(keys)
+        gone = stored.filter(replace.fill_null(False)).join(new.select(keys), on=keys, how="anti").select(keys)
         deleted = gone.height
-        kept = kept.join(gone, on=keys, how="anti")
-    rows = pa.concat_tables([to_arrow(name, kept, derive=False), data.filter(take.to_arrow())])
-    return Replaced(rows, inserted, updated, deleted)
+        removed = pl.concat([removed, gone])
+    return Replaced(data.filter(take.to_arrow()), removed, inserted, updated, deleted)
+
+
+def keyed_predicate(name: str, scope: Scope, replaced: Replaced) -> tuple[str, pl.Expr | None]:
+    """The overwrite predicate of a write into a scope that holds rows: the scope and the
+    first key column among the values the write changes (as SQL, and as a polars
+    expression for the stored rows it selects; None when the key is one column, so the
+    predicate selects exactly the rows taken out)."""
+    keys = list(KEYS[name])
+    first = keys[0]
+    values = pl.concat([replaced.removed[first], pl.from_arrow(replaced.rows.column(first))]).unique()
+    sql = f"({scope.sql}) AND {in_list(first, values.to_list())}"
+    if len(keys) == 1:
+        return sql, None
+    expr = pl.col(first).is_in(values.implode())
+    return sql, expr if scope.expr is None else scope.expr & expr

@@ -1,5 +1,5 @@
 """The storage interface: a folder or S3 prefix holding one Delta table per tracelake
-table, read and written as ``pipelines/delta.py`` says (partition replaces, statistics on
+table, read and written as ``pipelines/delta.py`` says (keyed replaces, statistics on
 every column, self-describing tables).
 
 ``WarehouseOps`` is every operation, on the attributes a warehouse has (``uri``,
@@ -31,10 +31,11 @@ from pipelines.delta import (
     MergeResult,
     OldLayout,
     Replaced,
-    Scope,
     check_keys,
     commit_properties,
+    index_columns,
     is_transient,
+    keyed_predicate,
     landed_result,
     layout_of,
     new_transaction,
@@ -44,7 +45,7 @@ from pipelines.delta import (
     to_arrow,
     upsert,
 )
-from pipelines.record.schema import LAYOUT, PARTITIONS, SPECS, TABLES
+from pipelines.record.schema import KEYS, LAYOUT, PARTITIONS, SPECS, TABLES
 from pipelines.retrying import read_again
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,7 @@ class WarehouseOps:
             data,
             extra,
             lambda stored: upsert(name, stored, data, replace=replace),
+            index_columns(name, replace),
             whole_first_level=extra is not None,
         )
 
@@ -169,7 +171,9 @@ class WarehouseOps:
         check_keys(name, data)
         if data.num_rows == 0 or self.table(name) is None:
             return MergeResult(name, self.version(name), data.num_rows)
-        return self._replace(name, data, None, lambda stored: upsert(name, stored, data, only_existing=True))
+        return self._replace(
+            name, data, None, lambda stored: upsert(name, stored, data, only_existing=True), index_columns(name)
+        )
 
     def delete(self, name: str, where: pl.Expr) -> int:
         """Delete the rows matching ``where``; returns how many. The files that held them stay
@@ -194,14 +198,14 @@ class WarehouseOps:
             if gone == 0:
                 return 0
             remaining = to_arrow(name, stored.filter(~where), derive=False)
-            self._overwrite(table, remaining, scope, txn, {"deleted": gone})
+            self._overwrite(table, remaining, scope.sql, txn, {"deleted": gone})
             return gone
 
         return self._retrying(name, once) or 0
 
     def ensure(self, name: str) -> None:
         """Create the table empty when it does not exist yet: it can be queried from the first
-        run. Rows always go in by a partition replace, never with the create: two writers
+        run. Rows always go in by a keyed replace, never with the create: two writers
         that both create a table would otherwise both land their rows (delta-rs retries a
         losing create as an append, which conflicts with nothing)."""
         if self.table(name) is None:
@@ -249,10 +253,12 @@ class WarehouseOps:
         data: pa.Table,
         partitions: list[Any] | None,
         combine: Callable[[pl.DataFrame], Replaced],
+        index: list[str] | None,
         whole_first_level: bool = False,
     ) -> MergeResult:
-        """Read the partitions ``data`` falls in (plus ``partitions`` of the first partition
-        column), ``combine`` them with it, and write them back if anything changed."""
+        """Read the ``index`` columns (None: all) of the partitions ``data`` falls in (plus
+        ``partitions`` of the first partition column), ``combine`` them with it, and write
+        the rows that changed, if any."""
         txn = new_transaction()  # one per write, the same on every attempt: a retry can see it landed
 
         def once(table: DeltaTable) -> MergeResult:
@@ -266,26 +272,37 @@ class WarehouseOps:
                 extra = pl.Series(columns[0], partitions or [], dtype=touched.schema[columns[0]])
                 touched = pl.concat([touched[columns[0]], extra]).unique().to_frame()
             scope = scope_of(columns, touched)
-            stored = pl.scan_delta(table)
-            stored = (stored if scope.expr is None else stored.filter(scope.expr)).collect()
+            scan = pl.scan_delta(table)
+            scan = scan if scope.expr is None else scan.filter(scope.expr)
+            stored = (scan if index is None else scan.select(index)).collect()
             result = combine(stored)
             if not result.changed:
                 return MergeResult(name, table.version(), data.num_rows)
             counts = {"inserted": result.inserted, "updated": result.updated, "deleted": result.deleted}
-            version = self._overwrite(table, result.rows, scope, txn, counts)
+            rows, predicate = result.rows, scope.sql
+            if stored.height:
+                # only the files holding a changed key are rewritten; rows of another key that
+                # the predicate selects (a key of several columns) are written again
+                predicate, selects = keyed_predicate(name, scope, result)
+                if selects is not None:
+                    keys = list(KEYS[name])
+                    again = pl.scan_delta(table).filter(selects).collect().join(result.removed, on=keys, how="anti")
+                    again = again.join(pl.from_arrow(rows.select(keys)), on=keys, how="anti")
+                    rows = pa.concat_tables([to_arrow(name, again, derive=False), rows])
+            version = self._overwrite(table, rows, predicate, txn, counts)
             return MergeResult(
                 name, version, data.num_rows, result.inserted, result.updated, result.deleted, committed=True
             )
 
         return self._retrying(name, once) or MergeResult(name, None, data.num_rows)
 
-    def _overwrite(self, table: DeltaTable, rows: pa.Table, scope: Scope, txn: int, counts: dict[str, int]) -> int:
-        """Replace the rows of ``scope`` with ``rows`` in one commit; the new version."""
+    def _overwrite(self, table: DeltaTable, rows: pa.Table, predicate: str, txn: int, counts: dict[str, int]) -> int:
+        """Replace the rows matching ``predicate`` (SQL) with ``rows`` in one commit; the new version."""
         write_deltalake(
             table,
             one_chunk(rows),
             mode="overwrite",
-            predicate=scope.sql,
+            predicate=predicate,
             partition_by=partition_columns(table) or None,
             schema_mode="merge",
             commit_properties=commit_properties(txn, counts),

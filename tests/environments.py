@@ -77,9 +77,46 @@ def s3_settings(s3: S3, **changes) -> Settings:
     return dataclasses.replace(base, **fields)
 
 
-def run_stage(settings: Settings, stage: str, day: str, instance: dg.DagsterInstance | None = None, **kwargs):
-    """Run a stage job in-process for one day with the resources ``settings`` builds."""
-    from pipelines.definitions import build
+class DayRuns:
+    """The runs of one stage for a day: the load of each shard, then the daily job. Reads as
+    one result: success of all, every run's events and materializations; the rest from the last."""
 
-    job = build(settings).resolve_job_def(stage)
-    return job.execute_in_process(partition_key=day, instance=instance or dg.DagsterInstance.ephemeral(), **kwargs)
+    def __init__(self, results: list):
+        self.results = results
+
+    @property
+    def success(self) -> bool:
+        return all(r.success for r in self.results)
+
+    @property
+    def all_events(self) -> list:
+        return [e for r in self.results for e in r.all_events]
+
+    def asset_materializations_for_node(self, node: str) -> list:
+        return [m for r in self.results if node in [n.name for n in r.job_def.nodes_in_topological_order]
+                for m in r.asset_materializations_for_node(node)]  # fmt: skip
+
+    def get_asset_check_evaluations(self) -> list:
+        return [e for r in self.results for e in r.get_asset_check_evaluations()]
+
+    def __getattr__(self, name: str):
+        return getattr(self.results[-1], name)
+
+
+def run_stage(settings: Settings, stage: str, day: str, instance: dg.DagsterInstance | None = None, **kwargs):
+    """Run a stage job in-process for one day with the resources ``settings`` builds: for
+    ``ingest`` and ``nightly``, the load of every shard of the day first (as the CLI does)."""
+    from pipelines.definitions import build
+    from pipelines.partitions import day_shard_key, shard_keys
+
+    defs = build(settings)
+    instance = instance or dg.DagsterInstance.ephemeral()
+    runs = []
+    if stage in ("ingest", "nightly"):
+        load = defs.resolve_job_def("load")
+        for shard in shard_keys(defs.get_repository_def()):
+            runs.append(load.execute_in_process(partition_key=day_shard_key(day, shard), instance=instance, **kwargs))
+            if not runs[-1].success:
+                return DayRuns(runs)
+    runs.append(defs.resolve_job_def(stage).execute_in_process(partition_key=day, instance=instance, **kwargs))
+    return DayRuns(runs)

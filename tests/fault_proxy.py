@@ -57,6 +57,9 @@ class _ProxyServer:
             def _control(self, body: bytes) -> None:
                 if self.command == "POST":
                     proxy.add(**json.loads(body))
+                if self.command == "DELETE":  # the fault is over
+                    with proxy.lock:
+                        proxy.rules.clear()
                 with proxy.lock:
                     data = json.dumps([asdict(r) for r in proxy.rules]).encode()
                 self.send_response_only(200)
@@ -133,10 +136,11 @@ class FaultProxy:
         self.process.stdin.close()
         self.process.wait(timeout=10)
 
-    def _call(self, body: dict | None = None) -> list[dict]:
+    def _call(self, body: dict | None = None, method: str | None = None) -> list[dict]:
         host, port = urlsplit(self.url).hostname, urlsplit(self.url).port
         connection = http.client.HTTPConnection(host, port, timeout=10)
-        connection.request("POST" if body else "GET", "/__faults__", body=json.dumps(body).encode() if body else None)
+        method = method or ("POST" if body else "GET")
+        connection.request(method, "/__faults__", body=json.dumps(body).encode() if body else None)
         rules = json.loads(connection.getresponse().read())
         connection.close()
         return rules
@@ -147,6 +151,10 @@ class FaultProxy:
 
     def hits(self, rule: int) -> int:
         return self._call()[rule]["hits"]
+
+    def clear(self) -> None:
+        """Remove every rule: requests pass from now on."""
+        self._call(method="DELETE")
 
 
 if __name__ == "__main__":

@@ -178,7 +178,9 @@ def demo(
 
 @app.command()
 def run(
-    stage: str = typer.Argument(..., help="ingest, retention, rot, ... or nightly for all stages in order"),
+    stage: str = typer.Argument(
+        ..., help="load, ingest, retention, rot, ... or nightly for all stages in order (ingest and nightly load first)"
+    ),
     day: str = typer.Option(None, "--date", help="YYYY-MM-DD (default: yesterday, UTC)"),
     to: str = typer.Option(None, "--to", help="Run every day from --date to this day, inclusive"),
 ) -> None:
@@ -210,24 +212,35 @@ def run(
 
         run_replay_stage(days[0], days[-1])
         return
-    job = build().resolve_job_def(stage)  # resources from the environment as it is now
+    definitions = build()  # resources from the environment as it is now
     from pipelines.instance import open_instance
+    from pipelines.partitions import day_shard_key, shard_keys
     from pipelines.run_heartbeat import execute_in_process
 
+    # ingest and nightly start with the load of every shard of the day (its own job: day x shard)
+    load = definitions.resolve_job_def("load")
+    steps = [] if stage == "load" else [(stage, definitions.resolve_job_def(stage), lambda d: d.isoformat())]
+    if stage in ("load", "ingest", "nightly"):
+        steps = [
+            ("load " + shard, load, lambda d, s=shard: day_shard_key(d, s))
+            for shard in shard_keys(definitions.get_repository_def())
+        ] + steps
     instance = open_instance()  # created once, before any run, however many processes start at once
     failed = []
     with Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:
-        task = progress.add_task(f"{stage}", total=len(days))
+        task = progress.add_task(f"{stage}", total=len(days) * len(steps))
         for d in days:
-            progress.update(task, description=f"{stage} {d}")
-            result = execute_in_process(  # with a heartbeat: killed, the run is failed by run monitoring
-                job, instance, partition_key=d.isoformat(), raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
-            )
-            if not result.success:
-                failed.append(d)
-            progress.advance(task)
+            for name, job, partition in steps:
+                progress.update(task, description=f"{name} {d}")
+                result = execute_in_process(  # with a heartbeat: killed, the run is failed by run monitoring
+                    job, instance, partition_key=partition(d), raise_on_error=False, run_config=QUIET, tags=RUN_TAGS
+                )
+                progress.advance(task)
+                if not result.success:  # the day's later steps need this one
+                    failed.append(d)
+                    break
     if failed:
         console.print(f"[red]{stage} failed for {', '.join(map(str, failed))}[/]; the run log above says why")
         raise typer.Exit(1)

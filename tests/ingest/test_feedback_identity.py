@@ -50,8 +50,8 @@ def merge_then_die(self, name, *args, **kwargs):
 
 Warehouse.merge = merge_then_die
 settings = Settings(**json.loads(open(sys.argv[1]).read()))
-job = build(settings).resolve_job_def("ingest")
-job.execute_in_process(partition_key=sys.argv[2], instance=dg.DagsterInstance.ephemeral())
+job = build(settings).resolve_job_def("load")
+job.execute_in_process(partition_key=sys.argv[2] + "|all", instance=dg.DagsterInstance.ephemeral())
 raise SystemExit("the ingest finished: it was never killed")
 """
 

@@ -1,6 +1,8 @@
-"""Sharded days: a day split into shard runs (separate OS processes, running at the same
-time) lands exactly the rows one whole-day run lands; the daily stages wait until every
-shard of the day succeeded; a re-run of a shard is a no-op."""
+"""Sharded days as Dagster partitions: a day split into day x shard runs of the ``load`` job
+(separate OS processes, running at the same time) lands exactly the rows one whole-day run
+lands; the daily assets start by declarative automation only once every shard of the day has
+materialized and none is running or failed (traces and the checks after any load, every
+stage after the nightly schedule's); a re-run of a shard commits nothing."""
 
 from __future__ import annotations
 
@@ -14,28 +16,24 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from pipelines.automation import NIGHTLY_TAG
 from pipelines.definitions import build
 from pipelines.demo import generate
-from pipelines.ingest.shards import (
-    NIGHTLY_TAG,
-    SHARD_TAG,
-    ShardRun,
-    ShardSpec,
-    shard_from_tags,
-    shard_tags,
-    stages_to_launch,
-)
+from pipelines.ingest.shards import ShardSpec
+from pipelines.jobs import daily_selection
+from pipelines.partitions import day_shard_key, shard_keys
 from pipelines.record.schema import KEYS
 from pipelines.resources.object_store import ObjectStore
 from pipelines.schedules import nightly_schedule
-from pipelines.sensors import after_load, load_keys, new_source_objects, shard_request, sharded_days
-from tests.environments import local_settings
-from tests.ingest.shard_run import execute, settings_file
+from pipelines.sensors import new_source_objects
+from tests.environments import local_settings, run_stage
+from tests.ingest.shard_run import settings_file
 
 ROOT = Path(__file__).resolve().parents[2]
 # the sensors look at the recent days: the test day is yesterday
 DAY = (datetime.now(UTC) - timedelta(days=1)).date()
 SPEC = "hour:4"
+SHARDS = ShardSpec.parse(SPEC).keys()
 LOADED = ("calls", "spans", "ingest_log", "quarantine", "redaction_audit")
 
 
@@ -67,14 +65,16 @@ def test_every_key_belongs_to_exactly_one_shard_by_its_hour_or_its_hash():
     for bad in ("hour:25", "hour:30", "hash:0", "by-day", "hash:x"):
         with pytest.raises(ValueError, match="TRACELAKE_SHARDS"):
             ShardSpec.parse(bad)
-    with pytest.raises(ValueError, match="relaunch"):
-        shard_from_tags(shard_tags(ShardSpec.parse("hash:8"), 3), hours)
-    assert shard_from_tags({}, hours) is None
+    # a shard's partition key names its setting: another setting's shard is refused
+    assert hours.keys() == ["hour4-0", "hour4-1", "hour4-2", "hour4-3"] and ShardSpec.parse("1").keys() == ["all"]
+    assert hours.shard_named("hour4-2") == 2
+    with pytest.raises(ValueError, match="not a shard of hour:4"):
+        hours.shard_named("hash8-3")
 
 
-def _spawn(settings_json: str, shard: int, home: Path) -> subprocess.Popen:
+def _spawn(settings_json: str, shard: str, home: Path, tags: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.ingest.shard_run", settings_json, DAY.isoformat(), str(shard)],
+        [sys.executable, "-m", "tests.ingest.shard_run", settings_json, DAY.isoformat(), shard, json.dumps(tags or {})],
         cwd=ROOT,
         env={**os.environ, "DAGSTER_HOME": str(home)},
         stdout=subprocess.PIPE,
@@ -92,14 +92,53 @@ def _keys(warehouse, table: str):
     return warehouse.read(table, columns=list(KEYS[table])).sort(list(KEYS[table]))
 
 
-def _tick(defs, instance, store) -> list[dg.RunRequest]:
-    """The runs of the day's stages after the load that sharded_days asks for (not the
-    nightly fan-out of shard runs it also asks for after 02:30 UTC)."""
-    with dg.build_sensor_context(instance=instance, resources={"source": store}, definitions=defs) as context:
-        result = sharded_days(context)
-    if isinstance(result, dg.SkipReason):
-        return []
-    return [r for r in result if r.partition_key == DAY.isoformat() and SHARD_TAG not in r.tags]
+# what follows the nightly schedule's load of a day, besides traces and the checks
+NIGHTLY_STAGES = [
+    "agent_events",
+    "judge_calibration",
+    "retention",
+    "retention_coverage",
+    "rot_checks",
+    "semantic_errors",
+    "state_violations",
+]
+# the checks of the tables the load writes and of traces, run with traces
+LOADED_CHECKS = [
+    "calls_quality",
+    "calls_residual_pii",
+    "ingest_log_quality",
+    "quarantine_quality",
+    "quarantine_residual_pii",
+    "redaction_audit_residual_pii",
+    "spans_quality",
+    "spans_residual_pii",
+    "traces_quality",
+]
+
+
+class Automation:
+    """The ``daily_stages`` sensor's evaluation, tick after tick: which daily assets and
+    checks it would request for the test day."""
+
+    def __init__(self, defs: dg.Definitions, instance: dg.DagsterInstance):
+        self.defs, self.instance, self.cursor = defs, instance, None
+        self.checks: list[str] = []
+
+    def tick(self) -> list[str]:
+        result = dg.evaluate_automation_conditions(
+            defs=self.defs, instance=self.instance, cursor=self.cursor, asset_selection=daily_selection
+        )
+        self.cursor = result.cursor
+        if os.environ.get("DEBUG_AUTOMATION"):
+            for r in result.results:
+                print(r.pprint())
+        requested = [
+            subset.key
+            for subset in result._requested_subsets
+            if DAY.isoformat() in subset.expensively_compute_partition_keys()
+        ]
+        self.checks = sorted(k.name for k in requested if isinstance(k, dg.AssetCheckKey))
+        return sorted(k.to_user_string() for k in requested if isinstance(k, dg.AssetKey))
 
 
 def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_all(tmp_path, monkeypatch):
@@ -115,27 +154,44 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
     home.mkdir()
     (home / "dagster.yaml").write_text("{}\n")
     monkeypatch.setenv("DAGSTER_HOME", str(home))
-    with dg.DagsterInstance.get():  # its storage, created once before the shard processes share it
-        pass
     defs, day = build(sharded), DAY.isoformat()
-    # the default: the whole day in one run of the ingest job
-    assert build(whole).resolve_job_def("ingest").execute_in_process(partition_key=day).success
+    assert shard_keys(defs.get_repository_def()) == SHARDS
+    # the default: the whole day as one shard, then the ingest job
+    assert shard_keys(build(whole).get_repository_def()) == ["all"]
+    assert run_stage(whole, "ingest", day).success
 
-    # three of the four shards, each its own process, at the same time
-    settings_json = settings_file(sharded, tmp_path / "settings.json")
-    reports = [_finish(p) for p in [_spawn(settings_json, s, home) for s in (0, 1, 2)]]
-    assert all(r["success"] for r in reports)
-    with dg.DagsterInstance.get() as instance:
-        assert _tick(defs, instance, store) == [], "shard 3 has not run: the day waits"
+    with dg.DagsterInstance.get() as instance:  # its storage, created once before the shard processes share it
+        automation = Automation(defs, instance)
+        assert automation.tick() == [], "no shard has landed"
+        # three of the four shards, each its own process, at the same time
+        settings_json = settings_file(sharded, tmp_path / "settings.json")
+        reports = [_finish(p) for p in [_spawn(settings_json, s, home) for s in SHARDS[:3]]]
+        assert all(r["success"] for r in reports)
+        assert automation.tick() == [], "shard 3 has not landed: the day waits"
 
-        # the last shard lands: now, and only now, the day's stages after the load are requested
-        repository = defs.get_repository_def()
-        spec = store.shard_spec
-        assert execute(defs, shard_request(repository, spec, day, 3, "last"), instance).success
-        [request] = _tick(defs, instance, store)
-        assert request.job_name == "ingest" and request.asset_selection == [dg.AssetKey("traces")]
-        assert dg.AssetCheckKey(dg.AssetKey("calls"), "calls_quality") in request.asset_check_keys
-        assert execute(defs, request, instance).success
+        # the last shard fails (its source unreachable): the day still waits
+        broken = local_settings(tmp_path, warehouse_uri=str(tmp_path / "sharded"), shards=SPEC,
+                                source_uri="s3://nowhere/raw", endpoint_url="http://127.0.0.1:9")  # fmt: skip
+        failed = (
+            build(broken)
+            .resolve_job_def("load")
+            .execute_in_process(partition_key=day_shard_key(day, SHARDS[3]), instance=instance, raise_on_error=False)
+        )
+        assert not failed.success
+        assert automation.tick() == [], "shard 3 failed: the day waits"
+
+        # shard 3 again, now it lands: traces and the checks start, once; the other stages wait
+        # for the nightly schedule's load
+        assert _finish(_spawn(settings_json, SHARDS[3], home))["success"]
+        assert automation.tick() == ["traces"] and automation.checks == LOADED_CHECKS
+        assert automation.tick() == [], "requested once"
+        # what the sensor's run of that request does: the ingest job (a plain job, subset as the UI would)
+        ingest = defs.resolve_job_def("ingest")
+        assert dg.AssetKey("calls") not in ingest.asset_layer.selected_asset_keys
+        subset = ingest.get_subset(asset_selection={dg.AssetKey("traces")})
+        assert subset.execute_in_process(partition_key=day, instance=instance).success
+        assert ingest.execute_in_process(partition_key=day, instance=instance).success
+        assert automation.tick() == [], "the day is handled"
 
         # exactly the rows of the whole-day run, each once
         one, split = whole.warehouse(), sharded.warehouse()
@@ -143,43 +199,21 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
             expected, landed = _keys(one, table), _keys(split, table)
             assert landed.height == expected.height, f"{table}: {landed.height} rows, one run wrote {expected.height}"
             assert landed.equals(expected), f"{table}: the keys differ from the whole-day run"
-        assert set(split.read("calls", columns=["call_id"])["call_id"]) == set(
-            one.read("calls", columns=["call_id"])["call_id"]
-        )
         assert split.read("calls").height == summary.calls
 
-        # a shard run again (as the nightly fan-out launches it): nothing new to read, no table
-        # gets a new version; the day's nightly run waits for the fan-out's run of every shard
+        # the nightly schedule's runs of every shard: nothing new to read, no table gets a new
+        # version; once they have all landed every daily stage starts, in one evaluation
         versions = {t: split.version(t) for t in (*LOADED, "traces")}
-        again = shard_request(repository, spec, day, 1, "again", nightly_day=day)
-        assert again.tags[NIGHTLY_TAG] == day and again.asset_check_keys == []
-        assert execute(defs, again, instance).success
+        nightly = {NIGHTLY_TAG: day}
+        reports = [_finish(p) for p in [_spawn(settings_json, s, home, nightly) for s in SHARDS]]
+        assert all(r["success"] for r in reports)
         assert {t: split.version(t) for t in versions} == versions
-        assert [r.job_name for r in _tick(defs, instance, store)] == ["ingest"]
-        nightly = after_load(repository, "nightly")
-        assert nightly["job_name"] == "nightly"
-        assert {dg.AssetKey(k) for k in ("traces", "retention", "rot_checks")} <= set(nightly["asset_selection"])
-        assert not set(load_keys(repository)) & set(nightly["asset_selection"])
+        assert automation.tick() == sorted(["traces", *NIGHTLY_STAGES])
+        assert set(automation.checks) >= set(LOADED_CHECKS) | {"rot_rate_jump", "semantic_error_rate"}
+        assert automation.tick() == [], "requested once"
 
 
-def test_the_nightly_stages_follow_once_every_shard_had_its_nightly_run():
-    spec = ShardSpec.parse("hash:3")
-
-    def runs(*states_and_nightly):
-        return {s: ShardRun(s, f"r{s}", state, nightly) for s, (state, nightly) in enumerate(states_and_nightly)}
-
-    ok, night = ("succeeded", False), ("succeeded", True)
-    assert stages_to_launch(spec, runs(ok, ok), set()) == [], "shard 2 never ran"
-    assert stages_to_launch(spec, runs(ok, ("running", False), ok), set()) == []
-    assert stages_to_launch(spec, runs(ok, ("failed", True), ok), {0}) == []
-    assert stages_to_launch(spec, runs(ok, ok, ok), set()) == ["ingest"]
-    assert stages_to_launch(spec, runs(night, night, night), {0, 1, 2}) == ["nightly"]
-    # late objects re-ran a shard after the fan-out: nightly still runs once, and the new rows get traces
-    assert stages_to_launch(spec, runs(night, ok, night), {0, 1, 2}) == ["nightly", "ingest"]
-    assert stages_to_launch(spec, runs(night, night, ok), {0, 1}) == ["ingest"]
-
-
-def test_sensor_requests_one_run_per_changed_shard_and_the_schedule_leaves_sharded_days_to_it(tmp_path, monkeypatch):
+def test_sensor_requests_one_run_per_changed_shard_and_the_schedule_every_shard_of_yesterday(tmp_path):
     for hour, name in ((1, "a"), (7, "b"), (8, "c")):
         path = tmp_path / f"{DAY:%Y/%m/%d}" / f"{hour:02d}-{name}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,21 +221,24 @@ def test_sensor_requests_one_run_per_changed_shard_and_the_schedule_leaves_shard
     store = ObjectStore(uri=str(tmp_path), shards=SPEC)
     defs = build(local_settings(tmp_path, shards=SPEC))
 
-    def tick(cursor=None):
-        context = dg.build_sensor_context(cursor=cursor, resources={"source": store}, definitions=defs)
-        return [r for r in new_source_objects(context) if r.partition_key == DAY.isoformat()], context.cursor
+    def tick(cursor=None, source=store):
+        context = dg.build_sensor_context(cursor=cursor, resources={"source": source}, definitions=defs)
+        return [r for r in new_source_objects(context) if r.partition_key.startswith(DAY.isoformat())], context.cursor
 
     requests, cursor = tick()
     # the first time, every shard of the day (empty ones too: the day waits for all of them)
-    assert sorted(int(r.tags[SHARD_TAG]) for r in requests) == [0, 1, 2, 3]
-    assert all(r.asset_check_keys == [] and dg.AssetKey("traces") not in r.asset_selection for r in requests)
+    assert sorted(r.partition_key for r in requests) == [f"{DAY}|{s}" for s in SHARDS]
+    assert {r.job_name for r in requests} <= {None, "load"}
     assert tick(cursor)[0] == []
     (tmp_path / f"{DAY:%Y/%m/%d}" / "08-c.json").write_text('{"changed": 1}')
     requests, _ = tick(cursor)
-    assert [r.tags[SHARD_TAG] for r in requests] == ["1"]
+    assert [r.partition_key for r in requests] == [f"{DAY}|hour4-1"]
+    with pytest.raises(ValueError, match="another setting"):
+        tick(source=ObjectStore(uri=str(tmp_path)))
 
-    monkeypatch.setenv("TRACELAKE_SHARDS", SPEC)
-    context = dg.build_schedule_context(scheduled_execution_time=datetime(2026, 11, 30, 2, 30, tzinfo=UTC))
-    assert "sharded_days" in nightly_schedule.evaluate_tick(context).skip_message
-    context = dg.build_sensor_context(resources={"source": ObjectStore(uri=str(tmp_path))}, definitions=defs)
-    assert "not sharded" in sharded_days(context).skip_message
+    context = dg.build_schedule_context(
+        scheduled_execution_time=datetime(2026, 11, 30, 2, 30, tzinfo=UTC), repository_def=defs.get_repository_def()
+    )
+    requests = nightly_schedule.evaluate_tick(context).run_requests
+    assert [r.partition_key for r in requests] == [f"2026-11-29|{s}" for s in SHARDS]
+    assert {r.tags[NIGHTLY_TAG] for r in requests} == {"2026-11-29"} and nightly_schedule.job_name == "load"

@@ -52,6 +52,11 @@ def test_instance_file_is_a_valid_dagster_instance_config(monkeypatch):
     assert config["run_coordinator"]["class"] == "QueuedRunCoordinator"
     assert config["run_monitoring"]["enabled"] is True and config["run_retries"]["max_retries"] >= 1
     assert config["concurrency"]["runs"]["max_concurrent_runs"] > 1
+    # the shard runs of a big backfill leave run slots to the daily stages
+    [load] = config["concurrency"]["runs"]["tag_concurrency_limits"]
+    assert (load["key"], load["value"]) == ("tracelake/stage", "load")
+    assert load["limit"] < config["concurrency"]["runs"]["max_concurrent_runs"]
+    assert defs.resolve_job_def("load").tags["tracelake/stage"] == "load"
 
 
 def test_instance_file_rejects_a_typo(tmp_path, monkeypatch):
@@ -130,7 +135,7 @@ def test_helm_values_carry_what_the_dagster_chart_needs():
     assert re.search(r"dagster instance concurrency set llm \d+", script)
 
 
-@pytest.mark.parametrize("job", ["ingest", "nightly", "retention", "maintenance"])
+@pytest.mark.parametrize("job", ["load", "ingest", "nightly", "retention", "maintenance"])
 def test_heavy_jobs_ask_kubernetes_for_bigger_pods(job):
     tag = json.loads(defs.resolve_job_def(job).tags["dagster-k8s/config"])
     resources = tag["container_config"]["resources"]

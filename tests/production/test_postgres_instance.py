@@ -1,9 +1,11 @@
 """The production instance (deploy/dagster.yaml) on a real PostgreSQL: a code server, the
 daemon and runs submitted through the queued run coordinator, as in docker-compose.yml.
 
-The nightly job runs for two demo days at the same time; a re-run of one changes no table;
-run, event-log, schedule and concurrency storage land in Postgres. A nightly run whose code
-server is killed -9 with its run worker is failed by run monitoring (its heartbeat stops)."""
+Two demo days go through the night at the same time, as the nightly schedule starts them: the
+load of each day (one shard: ``TRACELAKE_SHARDS=1``), then the daily stages, which the daemon's
+``daily_stages`` automation sensor launches once the load landed. A second night of one day
+changes no table; run, event-log, schedule and concurrency storage land in Postgres. A run whose
+code server is killed -9 with its run worker is failed by run monitoring (its heartbeat stops)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,11 @@ import polars as pl
 import pytest
 import yaml
 
+from pipelines.automation import NIGHTLY_TAG
 from pipelines.demo import generate
+from pipelines.ingest.shards import WHOLE_DAY
+from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG
+from pipelines.partitions import day_shard_key
 from pipelines.resources.warehouse import Warehouse
 from tests.production.conftest import Postgres, wait_until
 
@@ -104,11 +110,12 @@ class Deployment:
         self.start("daemon", [str(BIN / "dagster-daemon"), "run", "-w", str(self.workspace)])
 
     def launch(self, day: date) -> str:
-        """Submit the nightly job for ``day`` the way the UI does: into the queue."""
+        """Submit the load of ``day`` (its one shard) as the nightly schedule does: into the queue."""
         run_id = str(uuid.uuid4())
+        tags = {"dagster/partition": day_shard_key(day, WHOLE_DAY), NIGHTLY_TAG: day.isoformat()}
         launched = subprocess.run(
-            [str(BIN / "dagster"), "job", "launch", "-w", str(self.workspace), "-j", "nightly"]
-            + ["--tags", json.dumps({"dagster/partition": day.isoformat()}), "--config-json", IN_PROCESS]
+            [str(BIN / "dagster"), "job", "launch", "-w", str(self.workspace), "-j", "load"]
+            + ["--tags", json.dumps(tags), "--config-json", IN_PROCESS]
             + ["--run-id", run_id],
             cwd=ROOT,
             env=self.env,
@@ -150,6 +157,12 @@ def _finished(instance: dg.DagsterInstance, run_ids: list[str]) -> bool:
     return all(r is not None and r.is_finished for r in runs)
 
 
+def _daily_runs(instance: dg.DagsterInstance, day: date) -> list[dg.DagsterRun]:
+    """The runs of the day's daily stages the ``daily_stages`` automation sensor launched."""
+    tags = {STAGE_TAG: AUTOMATED_STAGE, "dagster/partition": day.isoformat()}
+    return list(instance.get_runs(dg.RunsFilter(tags=tags)))
+
+
 def _state(warehouse: Warehouse) -> dict[str, tuple[int | None, int]]:
     return {t: (warehouse.version(t), warehouse.read(t).height) for t in TABLES}
 
@@ -182,8 +195,16 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
     warehouse = Warehouse(uri=deployment.warehouse_uri)
 
     def run_all(days: list[date]) -> list[str]:
+        before = {day: len(_daily_runs(instance, day)) for day in days}
         run_ids = [deployment.launch(day) for day in days]
         wait_until(lambda: _finished(instance, run_ids), RUN_TIMEOUT, f"runs {run_ids}\n{deployment.log('daemon')}")
+
+        def daily_done() -> bool:  # one new run of the daily stages per day, finished
+            runs = {day: _daily_runs(instance, day) for day in days}
+            return all(len(runs[d]) == before[d] + 1 and all(r.is_finished for r in runs[d]) for d in days)
+
+        wait_until(daily_done, 2 * RUN_TIMEOUT, f"the daily stages of {days}\n{deployment.log('daemon')}")
+        run_ids += [_daily_runs(instance, day)[0].run_id for day in days]  # newest first
         for run_id in run_ids:
             status = instance.get_run_by_id(run_id).status
             # what the run's events say went wrong (step failures, run-level errors)

@@ -22,10 +22,9 @@ def settings_for(source: str, warehouse: str, **changes) -> Settings:
 
 
 def ingest(settings: Settings, days: list[date]) -> None:
-    """The real ingest job, in-process, day by day."""
-    from pipelines.definitions import build
+    """The real ingest, in-process, day by day: the load of every shard, then the ingest job."""
+    from tests.environments import run_stage
 
-    job = build(settings).resolve_job_def("ingest")
     instance = dg.DagsterInstance.ephemeral()
     for day in days:
-        assert job.execute_in_process(partition_key=day.isoformat(), instance=instance).success
+        assert run_stage(settings, "ingest", day.isoformat(), instance).success
