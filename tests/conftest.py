@@ -88,8 +88,10 @@ def no_definitions_state_from_an_earlier_test() -> Iterator[None]:
 # files, instead of leaving one of them to run alone at the end (xdist's own reordering puts
 # files with the most tests first).
 LONGEST_FIRST = (
+    "tests/ingest/test_shards_ui.py",
     "tests/replay/test_ui.py",
     "tests/production/test_postgres_instance.py",
+    "tests/production/test_shard_partitions.py",
     "tests/llm/test_batches.py",
     "tests/ingest/test_instance_creation.py",
     "tests/ingest/test_feedback_identity.py",
