@@ -181,7 +181,7 @@ def main() -> None:
         help="calls of the day for the whole-nightly comparison (default: the largest; 0: none)",
     )
     args = parser.parse_args()
-    sizes = [int(s) for s in args.sizes.split(",")]
+    sizes = [int(s) for s in args.sizes.split(",") if s]  # "": the nightly comparison alone
     console = Console(width=None if sys.stdout.isatty() else 180)
     OUT.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -247,10 +247,17 @@ def main() -> None:
             f"{whole.peak_mb / peak:.2f}x",
             "yes" if same else "[red]NO[/red]",
         )
-    console.print(table)
-    console.print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
+    if rows:
+        console.print(table)
+        peaks = [max(r.peak_mb for r in runs) for _, _, _, runs, _ in rows]
+        spread = max(peaks) / min(peaks)
+        console.print(
+            f"largest shard's peak across the day sizes: {min(peaks):,.0f}-{max(peaks):,.0f} MB, "
+            f"max/min {spread:.2f}x ({'within' if spread <= 1.15 else 'NOT within'} 15%)"
+        )
+        console.print(f"load: {os.getloadavg()[0]:.2f} (1 min), {os.cpu_count()} cores")
 
-    size = max(sizes) if args.nightly is None else args.nightly
+    size = max(sizes, default=0) if args.nightly is None else args.nightly
     if size:
         source, summary = demo_day(size, console)
         spec = shard_spec(source, summary, args.mode, args.calls_per_shard)

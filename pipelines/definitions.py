@@ -7,7 +7,7 @@ import dagster as dg
 from assets import ingest, judge, maintenance, quality, replay, retention, rot
 from pipelines.ingest.shards import ShardSpec
 from pipelines.jobs import jobs
-from pipelines.run_heartbeat import executor
+from pipelines.run_heartbeat import executor_for
 from pipelines.schedules import schedules
 from pipelines.sensors import sensors
 from pipelines.settings import Settings
@@ -38,7 +38,7 @@ def build(settings: Settings | None = None) -> dg.Definitions:
         ],
         resources=settings.resources(),
         # Dagster's default executor, whose run worker beats for run monitoring (pipelines/run_heartbeat.py)
-        executor=executor,
+        executor=executor_for(settings.run_steps),
     )
 
 

@@ -141,12 +141,22 @@ def _beating_executor(init_context: dg.InitExecutorContext) -> dg.Executor:
     return _BeatingExecutor(dg.multi_or_in_process_executor.executor_creation_fn(init_context))
 
 
-# Dagster's default executor (same name and run config: `execution: config: in_process: {}`
-# still applies) whose run worker beats while it orchestrates the run's steps.
-executor = dg.ExecutorDefinition(
-    name=dg.multi_or_in_process_executor.name,
-    config_schema=dg.multi_or_in_process_executor.config_schema,
-    requirements=dg.multi_or_in_process_executor.get_requirements,
-    executor_creation_fn=_beating_executor,
-    description="Dagster's multi_or_in_process_executor, with a run worker heartbeat (pipelines/run_heartbeat.py).",
-)
+def executor_for(steps: str = "multiprocess") -> dg.ExecutorDefinition:
+    """Dagster's default executor (same name and run config: `execution: config: in_process: {}`
+    still applies) whose run worker beats while it orchestrates the run's steps. ``steps`` is the
+    default when a run's config says nothing (``TRACELAKE_RUN_STEPS``): ``multiprocess``, a process
+    per step (Dagster's default), or ``in_process``, the run's steps in its own process (a run
+    starts in seconds instead of a process start per step: for a laptop's ``dagster dev``)."""
+    if steps not in ("multiprocess", "in_process"):
+        raise ValueError(f"TRACELAKE_RUN_STEPS={steps!r}: expected multiprocess or in_process")
+    schema = dg.multi_or_in_process_executor.config_schema.as_field().config_type
+    return dg.ExecutorDefinition(
+        name=dg.multi_or_in_process_executor.name,
+        config_schema=dg.Field(schema, default_value={steps: {}}),
+        requirements=dg.multi_or_in_process_executor.get_requirements,
+        executor_creation_fn=_beating_executor,
+        description="Dagster's multi_or_in_process_executor, with a run worker heartbeat (pipelines/run_heartbeat.py).",
+    )
+
+
+executor = executor_for()

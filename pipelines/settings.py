@@ -104,6 +104,7 @@ class Settings:
     judge_policy: str | None = None
     alert_webhook: bool = False
     shards: str = "1"
+    run_steps: str = "multiprocess"
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -130,6 +131,7 @@ class Settings:
             judge_policy=_env("TRACELAKE_JUDGE_POLICY"),
             alert_webhook=_env("TRACELAKE_ALERT_WEBHOOK") is not None,
             shards=str(shard_spec()),
+            run_steps=_env("TRACELAKE_RUN_STEPS", "multiprocess"),
         )
 
     def object_store(self) -> ObjectStore:

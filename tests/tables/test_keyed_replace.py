@@ -61,11 +61,11 @@ def test_a_changed_row_rewrites_only_the_file_that_held_it_and_keeps_its_other_r
 def test_a_delete_by_predicate_takes_out_exactly_what_it_names(tmp_path):
     warehouse = DeltaWarehouse(uri=str(tmp_path))
     other_day = date(2026, 11, 28)
-    warehouse.merge("ingest_log", [log_row("k", "e1"), log_row("k", "e2"), log_row("j"), log_row("k", "e0", day=other_day)])
-    # object k changed: its new version replaces what the old ones wrote on DAY
-    result = warehouse.merge(
-        "ingest_log", [log_row("k", "e3")], partitions=[DAY], replace=pl.col("source_key") == "k"
+    warehouse.merge(
+        "ingest_log", [log_row("k", "e1"), log_row("k", "e2"), log_row("j"), log_row("k", "e0", day=other_day)]
     )
+    # object k changed: its new version replaces what the old ones wrote on DAY
+    result = warehouse.merge("ingest_log", [log_row("k", "e3")], partitions=[DAY], replace=pl.col("source_key") == "k")
     assert (result.inserted, result.deleted) == (1, 2)
     assert set(stored(warehouse)) == {("k", "e3"), ("j", "e1"), ("k", "e0")}
     assert warehouse.read("ingest_log", pl.col("partition_date") == other_day).height == 1
