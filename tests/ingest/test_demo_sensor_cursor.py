@@ -11,6 +11,7 @@ import dagster as dg
 from dagster._core.definitions.selector import InstigatorSelector
 from dagster._core.scheduler.instigation import InstigatorStatus
 
+from pipelines.definitions import build
 from pipelines.demo.sensor_cursor import sensor_state, settle_source_sensor
 from pipelines.resources.object_store import ObjectStore
 from pipelines.sensors import new_source_objects
@@ -23,11 +24,16 @@ def test_the_demo_saves_the_cursor_the_source_sensor_reads(tmp_path):
     path.write_text("{}\n")
     store = ObjectStore(uri=str(tmp_path / "source"))
     (tmp_path / "dagster").mkdir()
+    defs = build()
+
+    def requested(cursor: str | None = None) -> list[str]:
+        """The load partitions (day x shard: one shard, ``all``) the sensor's evaluation asks for."""
+        with dg.build_sensor_context(cursor=cursor, resources={"source": store}, definitions=defs) as context:
+            return [str(r.partition_key) for r in new_source_objects(context)]
+
     with dg.instance_for_test(temp_dir=str(tmp_path / "dagster")) as instance:
         # without a saved cursor, the sensor takes the demo's last day for new objects
-        assert [r.partition_key for r in new_source_objects(dg.build_sensor_context(resources={"source": store}))] == [
-            yesterday.isoformat()
-        ]
+        assert requested() == [f"{yesterday.isoformat()}|all"]
         assert sensor_state(instance, "new_source_objects") is None
         settle_source_sensor(instance, store)
         state = sensor_state(instance, "new_source_objects")
@@ -38,9 +44,7 @@ def test_the_demo_saves_the_cursor_the_source_sensor_reads(tmp_path):
         )
         assert state.selector_id == daemon.get_id()
         cursor = state.instigator_data.cursor
-        context = dg.build_sensor_context(cursor=cursor, resources={"source": store})
-        assert list(new_source_objects(context)) == []  # the daemon's next tick: no run
+        assert requested(cursor) == []  # the daemon's next tick: no run
         # a new object still starts a run
         (path.parent / "support-001.jsonl").write_text("{}\n")
-        context = dg.build_sensor_context(cursor=cursor, resources={"source": store})
-        assert [r.partition_key for r in new_source_objects(context)] == [yesterday.isoformat()]
+        assert requested(cursor) == [f"{yesterday.isoformat()}|all"]

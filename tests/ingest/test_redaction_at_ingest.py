@@ -26,7 +26,7 @@ def ingested(tmp_path_factory):
     generate(settings.source_uri, calls=300, days=1, seed=SEED, end=DAY)
     with dg.instance_for_test() as instance:
         result = run_stage(settings, "ingest", DAY.isoformat(), instance)
-        logs = instance.all_logs(result.run_id)
+        logs = [entry for run in result.results for entry in instance.all_logs(run.run_id)]  # load, then traces
         yield settings, result, logs
 
 

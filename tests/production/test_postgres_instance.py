@@ -71,6 +71,9 @@ class Deployment:
             "TRACELAKE_SOURCE": str(tmp_path / "source"),
             "TRACELAKE_WAREHOUSE": self.warehouse_uri,
             "TRACELAKE_STORES": str(tmp_path / "stores"),
+            # the runs the daemon's automation launches, one process each, like the launched ones
+            # (IN_PROCESS): the default would start a process per step, twenty for the daily stages
+            "TRACELAKE_RUN_STEPS": "in_process",
         }
         self.port = _free_port()
         self.workspace = tmp_path / "workspace.yaml"
