@@ -287,18 +287,20 @@ def upsert(
     *,
     replace: pl.Expr | None = None,
     only_existing: bool = False,
+    only_new: bool = False,
 ) -> Replaced:
     """``stored`` (the scope's rows) with ``data`` merged in by key: a new key is inserted,
     a stored row is replaced when its digest differs (with ``only_existing``: only where
-    its digest is still the one ``data`` carries, and nothing is inserted), and a stored row
-    that ``data`` does not bring is deleted where it matches ``replace``."""
+    its digest is still the one ``data`` carries, and nothing is inserted; with ``only_new``:
+    a stored key is left as it is), and a stored row that ``data`` does not bring is deleted
+    where it matches ``replace``."""
     keys = list(KEYS[name])
     new = pl.from_arrow(data)
     old = stored.select(*keys, stored_digest=_digest(stored), is_stored=pl.lit(True))
     matched = new.select(*keys, new_digest=_digest(new)).join(old, on=keys, how="left", maintain_order="left")
     is_stored = matched["is_stored"].fill_null(False)
     same = matched["new_digest"].eq_missing(matched["stored_digest"]) & is_stored
-    take = (is_stored & same) if only_existing else ~(is_stored & same)
+    take = (is_stored & same) if only_existing else ~is_stored if only_new else ~(is_stored & same)
     inserted = 0 if only_existing else int((~is_stored).sum())
     updated = int(take.sum()) - inserted
     incoming = new.filter(take).select(keys)

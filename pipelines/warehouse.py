@@ -139,12 +139,14 @@ class WarehouseOps:
         *,
         partitions: Iterable[Any] | None = None,
         replace: pl.Expr | None = None,
+        only_new: bool = False,
     ) -> MergeResult:
         """Upsert ``rows`` by the table's key into the partitions they fall in. ``replace``
         (with ``partitions``, values of the table's first partition column) deletes the
         stored rows of those partitions that match it and that ``rows`` do not bring: a
         changed source object, or a stage that recomputes a whole day, replaces what it
-        wrote before."""
+        wrote before. ``only_new``: a row whose key is stored is not written (the stored
+        row stands, whoever wrote it, even one committed while this write was prepared)."""
         data = to_arrow(name, rows)
         check_keys(name, data)
         # a stage that ran has its table, queryable even when it found nothing to write
@@ -156,7 +158,7 @@ class WarehouseOps:
             name,
             data,
             extra,
-            lambda stored: upsert(name, stored, data, replace=replace),
+            lambda stored: upsert(name, stored, data, replace=replace, only_new=only_new),
             whole_first_level=extra is not None,
         )
 

@@ -113,12 +113,21 @@ class LedgerWriter:
 
     def flush(self) -> None:
         self.last_flush = time.monotonic()
-        while self.unclaimed:
-            self.rows.append(unclaimed_row(self.unclaimed.pop(), backend=self.backend, run_id=self.run_id))
         if self.rows:
             rows, self.rows = self.rows, []
             self.ledger.merge(REQUESTS, rows)
             self.written += len(rows)
+        if self.unclaimed:
+            # results of a resumed batch that no request of this run asked for: billed, so recorded,
+            # but never over the row of the run that did ask (alive and recording it now, or killed
+            # after recording it): that row says what was sent, for which call, with which parameters
+            items, self.unclaimed = self.unclaimed, []
+            rows = [unclaimed_row(item, backend=self.backend, run_id=self.run_id) for item in items]
+            recorded = stored_rows(self.ledger, [row["request_key"] for row in rows])
+            rows = [row for row in rows if row["request_key"] not in recorded]
+            if rows:
+                self.ledger.merge(REQUESTS, rows, only_new=True)
+                self.written += len(rows)
 
 
 def sealed_sent(sent: direct.Sent) -> direct.Sent:

@@ -232,3 +232,36 @@ def test_a_model_missing_from_the_price_table_is_priced_at_the_most_expensive_ro
     assert sum(r.cost_usd for r in results) <= estimate.usd
     ledger = warehouse.read("llm_requests", pl.col("mode") == "m")
     assert ledger.height == 3
+
+
+def test_a_resumed_batch_leaves_the_rows_its_own_run_recorded_as_they_are(sim, warehouse):
+    """Two replay runs of one candidate (two days) share a request: the second finishes the
+    first's open batch instead of sending it again, and records the batch's other results only
+    where nobody has (CI found them written over the first run's rows as ``unclaimed``, losing
+    the call, the parameters dropped and the API version they were sent under)."""
+    from pipelines.llm.ledger import with_state
+
+    first_day, llm = requests(6, mode="diff"), simulated_llm(sim)
+    list(llm.run(first_day, warehouse, run_id="day-1", batch=True))
+    recorded = warehouse.read("llm_requests").sort("request_key")
+    # as the first run is while recording its results, in chunks (or was killed there): four of six in,
+    # its batch not yet marked ended
+    [batch] = provider_batches(warehouse).to_dicts()
+    warehouse.merge("llm_batches", [with_state(batch, "in_progress")])
+    shared, missing = first_day[0].key, first_day[-1].key
+    warehouse.delete("llm_requests", pl.col("request_key").is_in([shared, missing]))
+
+    second_day = [*first_day[:1], *requests(8, mode="diff")[6:]]  # one request in common, two new
+    results = list(llm.run(second_day, warehouse, run_id="day-2", batch=True))
+    assert {r.key for r in results} == {r.key for r in second_day} and all(r.status == "succeeded" for r in results)
+    billed = sim.billed_custom_ids()
+    assert set(billed.values()) == {1} and len(billed) == 8, "the shared request was not sent again"
+    after = warehouse.read("llm_requests").sort("request_key")
+    columns = ["request_key", "purpose", "mode", "call_id", "api_version", "sent_request_sha256", "dropped_json"]
+    others = pl.col("request_key").is_in([r.key for r in first_day[1:-1]])  # not shared, recorded
+    assert after.filter(others).select(columns).equals(recorded.filter(others).select(columns))
+    # the shared request is the second run's now; the result nobody had recorded is recorded as what
+    # it is: billed, asked for by no request of this run
+    assert after.filter(pl.col("request_key") == shared)["run_id"].to_list() == ["day-2"]
+    assert after.filter(pl.col("request_key") == missing)["purpose"].to_list() == ["unclaimed"]
+    assert after.height == 8 and after["request_key"].n_unique() == 8
