@@ -75,10 +75,12 @@ POINTS = ("before_create", "after_create", "while_polling", "after_results")
 @pytest.mark.parametrize("point", POINTS)
 def test_a_run_killed_at_any_point_of_the_batch_path_is_finished_without_paying_twice(tmp_path, point):
     for attempt in range(5):
-        killed_and_finished(Warehouse(uri=str(tmp_path / f"{point}-{attempt}")), point, attempt)
+        assert_killed_run_finished_without_paying_twice(
+            Warehouse(uri=str(tmp_path / f"{point}-{attempt}")), point, attempt
+        )
 
 
-def killed_and_finished(warehouse: Warehouse, point: str, attempt: int, n: int = 6) -> None:
+def assert_killed_run_finished_without_paying_twice(warehouse: Warehouse, point: str, attempt: int, n: int = 6) -> None:
     """kill -9 a batch run at ``point``, run it again, and check the bill against the ledger."""
     keys = {r.key for r in requests(n, mode="killed")}
     holds = {"before_create": {"before_batch_create": 1.5}, "after_create": {"after_batch_create": 1.5}}

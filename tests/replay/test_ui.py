@@ -120,15 +120,18 @@ def backfill_runs(instance: dg.DagsterInstance) -> dict[str, list[dg.DagsterRun]
     return by
 
 
+def candidate_runs_busy(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
+    """The candidate's runs not finished yet: queued, starting or running (the summaries' too)."""
+    return instance.get_runs(dg.RunsFilter(tags={"dagster/partition/candidate": CANDIDATE}, statuses=list(IN_PROGRESS)))
+
+
 def settled(instance: dg.DagsterInstance, backfill: str, seconds: float) -> None:
     """Wait until the backfill's three runs succeeded and no run of the candidate is left (the summaries)."""
     deadline = time.monotonic() + seconds
     while True:
         runs = backfill_runs(instance).get(backfill, [])
         ok = len(runs) == 3 and all(r.status == dg.DagsterRunStatus.SUCCESS for r in runs)
-        busy = instance.get_runs(
-            dg.RunsFilter(tags={"dagster/partition/candidate": CANDIDATE}, statuses=list(IN_PROGRESS))
-        )
+        busy = candidate_runs_busy(instance)
         if ok and not busy:
             return
         assert time.monotonic() < deadline, f"backfill {backfill}: {[r.status for r in runs]}, {len(busy)} running"
@@ -148,9 +151,7 @@ def every_day_summarized(instance: dg.DagsterInstance, seconds: float) -> list[t
     while True:
         summaries = summaries_by_run(instance)
         days = {key.split("|")[-1] for key, _ in summaries if key}
-        busy = instance.get_runs(
-            dg.RunsFilter(tags={"dagster/partition/candidate": CANDIDATE}, statuses=list(IN_PROGRESS))
-        )
+        busy = candidate_runs_busy(instance)
         if days >= {d.isoformat() for d in DAYS} and not busy:
             return summaries
         assert time.monotonic() < deadline, f"summaries after the backfill: {summaries}, {len(busy)} runs busy"
