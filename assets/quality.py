@@ -11,7 +11,8 @@ from datetime import timedelta
 import dagster as dg
 import polars as pl
 
-from pipelines.automation import after_inputs
+from assets.ingest import LOADED
+from pipelines.automation import after_inputs, after_load
 from pipelines.ingest import quality
 from pipelines.partitions import daily, day_of
 from pipelines.resources.policies import Redaction
@@ -54,7 +55,7 @@ def quality_check(table: str, blocking: bool = True) -> dg.AssetChecksDefinition
         name=f"{table}_quality",
         blocking=blocking,
         partitions_def=daily,
-        automation_condition=after_inputs(),
+        automation_condition=after_load() if table in LOADED else after_inputs(),
         description=f"Great Expectations suite for one day of `{table}`: keys, hashes, times, counts.",
     )
     def check(context: dg.AssetCheckExecutionContext, warehouse: Warehouse) -> dg.AssetCheckResult:
@@ -94,7 +95,7 @@ def residual_pii_check(table: str) -> dg.AssetChecksDefinition:
         name=f"{table}_residual_pii",
         blocking=True,
         partitions_def=daily,
-        automation_condition=after_inputs(),
+        automation_condition=after_load(),
         description=f"No emails, valid CPFs/CNPJs, Luhn-valid cards or API keys left in `{table}`.",
     )
     def check(

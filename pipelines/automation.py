@@ -1,13 +1,13 @@
 """When the daily stages of a day start: declarative automation on the assets.
 
 The raw-trace load is day x shard (pipelines/partitions.py); everything after it is
-daily and depends on every shard of its day. Two conditions, evaluated by the
+daily and depends on every shard of its day. Three conditions, evaluated by the
 ``daily_stages`` automation sensor (pipelines/sensors.py):
 
-- ``after_inputs``, on ``traces`` and on every check of the daily assets: a dependency
-  was updated since this ran, and no dependency partition is missing, running or
-  failed. So traces (and the loaded tables' checks) follow the load of a day once
-  every shard of it is in, whoever loaded it: the source sensor, a backfill, a click.
+- ``after_load``, on ``traces`` and the loaded tables' checks: a loaded table was updated
+  since this ran, and no shard of the day is missing, running or failed. So they follow
+  the load of a day once every shard of it is in, whoever loaded it: the source sensor, a
+  backfill, a click. ``after_inputs`` is the same for the checks of the daily assets.
 - ``after_nightly_load``, on the other daily stages (retention, rot, judge): a shard of
   the day was loaded by a run of the nightly schedule (``NIGHTLY_TAG``) since the asset
   last ran, and every shard, and what the asset reads, is in. They run once a night, in
@@ -36,8 +36,29 @@ def not_in() -> dg.AutomationCondition:
     )
 
 
+def since_handled(trigger: dg.AutomationCondition) -> dg.AutomationCondition:
+    """``trigger`` became true since this was last requested or updated. Unlike Dagster's
+    ``since_last_handled``, when both happen between two evaluations the trigger wins: a day
+    loaded again while this asset's previous run was ending would otherwise never be handled
+    (the reset wins there). Unsure which came last, it runs again; every stage is idempotent."""
+    handled = AC.newly_requested() | (AC.newly_updated() & ~trigger) | AC.initial_evaluation()
+    return trigger.since(handled.with_label("handled"))
+
+
+def after_load() -> dg.AutomationCondition:
+    """A loaded table of the day was updated since this ran (the load is its own job, so never in
+    this asset's run), and every shard of the day is in. For traces and the loaded tables' checks."""
+    return (
+        since_handled(AC.any_deps_updated())
+        & ~AC.any_deps_match(not_in()).with_label("a dependency is not in")
+        & ~AC.in_progress()
+    ).with_label("after the load")
+
+
 def after_inputs() -> dg.AutomationCondition:
-    """A dependency updated since this ran, every dependency partition (every shard of the day) in."""
+    """A dependency updated since this ran, and every dependency partition in. For the checks of the
+    daily assets, whose dependency is usually updated in their own run: there the dependency's update
+    and the check's must not start another run, so Dagster's own ``since_last_handled``."""
     return (
         AC.any_deps_updated().since_last_handled()
         & ~AC.any_deps_match(not_in()).with_label("a dependency is not in")
@@ -53,4 +74,4 @@ def after_nightly_load() -> dg.AutomationCondition:
     )
     loaded = AC.any_deps_match(nightly) | AC.any_deps_match(AC.any_deps_match(nightly))
     waiting = AC.any_deps_match(not_in() | AC.any_deps_match(not_in())).with_label("an input is not in")
-    return (loaded.since_last_handled() & ~waiting & ~AC.in_progress()).with_label("after the nightly load")
+    return (since_handled(loaded) & ~waiting & ~AC.in_progress()).with_label("after the nightly load")

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import dagster as dg
 
+from assets.ingest import LOADED
 from assets.maintenance import maintenance
 from assets.retention import retention_sweep
 from pipelines.pod_resources import HEAVY
 
 STAGES = ("ingest", "retention", "rot", "judge")
-# the tables the raw-trace load writes in one step (assets/ingest.py raw_traces)
-LOADED = ("calls", "spans", "ingest_log", "quarantine", "redaction_audit")
 # what a run does, for the instance's tag concurrency limits (deploy/dagster.yaml)
 STAGE_TAG = "tracelake/stage"
 # the STAGE_TAG of the runs the daily_stages automation sensor launches (pipelines/sensors.py)

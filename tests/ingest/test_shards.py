@@ -212,6 +212,16 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         assert set(automation.checks) >= set(LOADED_CHECKS) | {"rot_rate_jump", "semantic_error_rate"}
         assert automation.tick() == [], "requested once"
 
+        # the day's stages run, and before the next evaluation the nightly load of the day lands
+        # again: both between two ticks, the new load still starts the stages (Dagster's
+        # since_last_handled let the stages' own update win, and the day was never handled)
+        for job in ("ingest", "retention"):
+            assert defs.resolve_job_def(job).execute_in_process(partition_key=day, instance=instance).success
+        reports = [_finish(p) for p in [_spawn(settings_json, s, home, nightly) for s in SHARDS]]
+        assert all(r["success"] for r in reports)
+        assert automation.tick() == sorted(["traces", *NIGHTLY_STAGES])
+        assert automation.tick() == [], "requested once"
+
 
 def test_sensor_requests_one_run_per_changed_shard_and_the_schedule_every_shard_of_yesterday(tmp_path):
     for hour, name in ((1, "a"), (7, "b"), (8, "c")):

@@ -166,6 +166,15 @@ def _daily_runs(instance: dg.DagsterInstance, day: date) -> list[dg.DagsterRun]:
     return list(instance.get_runs(dg.RunsFilter(tags=tags)))
 
 
+def _steps_of(instance: dg.DagsterInstance, runs: list[dg.DagsterRun]) -> str:
+    """Each run and the steps it started, for an assertion's message."""
+    lines = []
+    for run in runs:
+        events = instance.all_logs(run.run_id, of_type=dg.DagsterEventType.STEP_START)
+        lines.append(f"{run.run_id} {run.status}: {sorted(e.step_key for e in events)}")
+    return "\n".join(lines)
+
+
 def _state(warehouse: Warehouse) -> dict[str, tuple[int | None, int]]:
     return {t: (warehouse.version(t), warehouse.read(t).height) for t in TABLES}
 
@@ -202,11 +211,14 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
         run_ids = [deployment.launch(day) for day in days]
         wait_until(lambda: _finished(instance, run_ids), RUN_TIMEOUT, f"runs {run_ids}\n{deployment.log('daemon')}")
 
-        def daily_done() -> bool:  # one new run of the daily stages per day, finished
+        def daily_done() -> bool:  # a new run of the daily stages per day, every one finished
             runs = {day: _daily_runs(instance, day) for day in days}
-            return all(len(runs[d]) == before[d] + 1 and all(r.is_finished for r in runs[d]) for d in days)
+            return all(len(runs[d]) > before[d] and all(r.is_finished for r in runs[d]) for d in days)
 
         wait_until(daily_done, 2 * RUN_TIMEOUT, f"the daily stages of {days}\n{deployment.log('daemon')}")
+        for day in days:  # the night of a day reads as one run: its checks start with traces, not before
+            runs = _daily_runs(instance, day)
+            assert len(runs) == before[day] + 1, _steps_of(instance, runs)
         run_ids += [_daily_runs(instance, day)[0].run_id for day in days]  # newest first
         for run_id in run_ids:
             status = instance.get_run_by_id(run_id).status
@@ -233,6 +245,10 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
     checks = warehouse.read("rot_checks").group_by("occurred_date").agg(pl.len(), pl.col("checked_at").n_unique())
     per_day = {day: (n, times) for day, n, times in checks.iter_rows()}
     assert per_day == {DAYS[0]: (2 * made[DAYS[0]], 2), DAYS[1]: (made[DAYS[1]], 1)}, "one new check per call"
+
+    # no run of the daily stages came after the ones waited for
+    later = {day: len(_daily_runs(instance, day)) for day in DAYS}
+    assert later == {DAYS[0]: 2, DAYS[1]: 1}, _steps_of(instance, [r for d in DAYS for r in _daily_runs(instance, d)])
 
     # what the instance stored, read from Postgres itself
     run_ids = both + again
