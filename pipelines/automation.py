@@ -37,12 +37,13 @@ def not_in() -> dg.AutomationCondition:
 
 
 def since_handled(trigger: dg.AutomationCondition) -> dg.AutomationCondition:
-    """``trigger`` became true since this was last requested or updated. Unlike Dagster's
-    ``since_last_handled``, when both happen between two evaluations the trigger wins: a day
-    loaded again while this asset's previous run was ending would otherwise never be handled
-    (the reset wins there). Unsure which came last, it runs again; every stage is idempotent."""
-    handled = AC.newly_requested() | (AC.newly_updated() & ~trigger) | AC.initial_evaluation()
-    return trigger.since(handled.with_label("handled"))
+    """``trigger`` became true since this was last requested. Dagster's ``since_last_handled``
+    also resets when the asset is updated, and lets the reset win when both fall between two
+    evaluations: a load landing while the day's run was being requested or finishing was then
+    never handled, and the day's stages never ran on it. Here a load after the last request
+    always gets a run (once the running one ended); every stage is idempotent."""
+    handled = (AC.newly_requested() & ~trigger) | AC.initial_evaluation()
+    return trigger.since(handled.with_label("requested"))
 
 
 def after_load() -> dg.AutomationCondition:

@@ -212,14 +212,19 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         assert set(automation.checks) >= set(LOADED_CHECKS) | {"rot_rate_jump", "semantic_error_rate"}
         assert automation.tick() == [], "requested once"
 
-        # the day's stages run, and before the next evaluation the nightly load of the day lands
-        # again: both between two ticks, the new load still starts the stages (Dagster's
-        # since_last_handled let the stages' own update win, and the day was never handled)
+        # a load of the day landing between two evaluations with the stages' own update, or with
+        # their request, still starts them (with Dagster's since_last_handled the update or the
+        # request won, and the day was never handled again)
+        def nightly_load() -> None:
+            reports = [_finish(p) for p in [_spawn(settings_json, s, home, nightly) for s in SHARDS]]
+            assert all(r["success"] for r in reports)
+
         for job in ("ingest", "retention"):
             assert defs.resolve_job_def(job).execute_in_process(partition_key=day, instance=instance).success
-        reports = [_finish(p) for p in [_spawn(settings_json, s, home, nightly) for s in SHARDS]]
-        assert all(r["success"] for r in reports)
-        assert automation.tick() == sorted(["traces", *NIGHTLY_STAGES])
+        nightly_load()
+        assert automation.tick() == sorted(["traces", *NIGHTLY_STAGES]), "after the stages' update"
+        nightly_load()
+        assert automation.tick() == sorted(["traces", *NIGHTLY_STAGES]), "after their request"
         assert automation.tick() == [], "requested once"
 
 
