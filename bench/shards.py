@@ -106,20 +106,27 @@ def shard_spec(source: Path, summary: dict, mode: str, calls_per_shard: int) -> 
     raise SystemExit(f"no hour sharding keeps shards under {calls_per_shard} calls")
 
 
+def _read(file) -> bytes:
+    file.seek(0)
+    return file.read()
+
+
 def one_run(source: Path, warehouse: Path, shard: int, spec: ShardSpec) -> Run:
     """One ingest run (shard ``shard`` of ``spec``; the whole day for ``1``) in a process of its own."""
     argv = [sys.executable, "-m", "tests.production.shard_writer", str(source), str(warehouse), ""]
     started = time.perf_counter()
-    process = subprocess.Popen(
-        [*argv, DAY.isoformat(), str(shard), str(spec) if spec.sharded else "1"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    # wait4 gives this child's own rusage: its CPU time (ru_maxrss, see below, is not its own peak)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    out, err = process.stdout.read(), process.stderr.read()
+    with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
+        # files, not pipes: the child would block on a full pipe that nobody reads during wait4
+        process = subprocess.Popen(
+            [*argv, DAY.isoformat(), str(shard), str(spec) if spec.sharded else "1"],
+            cwd=ROOT,
+            stdout=stdout,
+            stderr=stderr,
+        )
+        # wait4 gives this child's own rusage: its CPU time (ru_maxrss, see below, is not its own peak)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        out, err = _read(stdout), _read(stderr)
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode != 0:
         raise SystemExit(f"shard {shard} of {spec} failed ({process.returncode}):\n{err.decode()[-3000:]}")
@@ -146,16 +153,17 @@ def nightly(source: Path, shards: str, tmp: Path) -> Run:
     }
     tracelake = str(Path(sys.executable).with_name("tracelake"))
     started = time.perf_counter()
-    process = subprocess.Popen(
-        [tracelake, "run", "nightly", "--date", DAY.isoformat()],
-        cwd=tmp,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - started
-    out = process.stdout.read().decode()
+    with tempfile.TemporaryFile() as output:  # a file: a pipe nobody reads during wait4 fills and blocks the run
+        process = subprocess.Popen(
+            [tracelake, "run", "nightly", "--date", DAY.isoformat()],
+            cwd=tmp,
+            env=env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - started
+        out = _read(output).decode()
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"the nightly with TRACELAKE_SHARDS={shards} failed:\n{out[-3000:]}")
     calls = Warehouse(uri=env["TRACELAKE_WAREHOUSE"]).read("calls", columns=["call_id"]).height
