@@ -215,9 +215,8 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         # a load of the day landing between two evaluations with the stages' own update, or with
         # their request, still starts them (with Dagster's since_last_handled the update or the
         # request won, and the day was never handled again)
-        def nightly_load() -> None:
-            reports = [_finish(p) for p in [_spawn(settings_json, s, home, nightly) for s in SHARDS]]
-            assert all(r["success"] for r in reports)
+        def nightly_load() -> None:  # one shard of the day, loaded again by the nightly schedule
+            assert _finish(_spawn(settings_json, SHARDS[1], home, nightly))["success"]
 
         for job in ("ingest", "retention"):
             assert defs.resolve_job_def(job).execute_in_process(partition_key=day, instance=instance).success
