@@ -101,7 +101,9 @@ class _Session:
         }
 
 
-def session_events(rng: random.Random, customer: Customer, start: datetime, trace_id: str) -> list[dict[str, Any]]:
+def session_events(
+    rng: random.Random, customer: Customer, start: datetime, trace_id: str, late_write: bool = False
+) -> list[dict[str, Any]]:
     """The events of one agent session, in order."""
     s = _Session(rng, customer, start, trace_id)
     s.parent = s.emit(
@@ -245,7 +247,7 @@ def session_events(rng: random.Random, customer: Customer, start: datetime, trac
     s.emit("session.end", end)
     if outcome == "success":
         _plant(s.events, trace_id)
-    if _unit(f"late|{trace_id}") < LATE_WRITE_SHARE:
+    if late_write or _unit(f"late|{trace_id}") < LATE_WRITE_SHARE:
         # a cache write logged after the session ended: the state validator's message_after_interrupt
         # (its id from a hash, not the random stream, so every other session stays as it was)
         late = dict(s.events[-1], event_id=request_sha256({"late": trace_id})[:16], event_type="state.mutate")
