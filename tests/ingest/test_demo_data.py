@@ -126,3 +126,19 @@ def test_objects_decompress_as_their_keys_say(tmp_path):
     for path in tmp_path.rglob("*.*"):
         data = decompress(path.name, path.read_bytes())
         assert data.strip()[:1] in (b"{", b"[")
+
+
+def test_every_small_day_gives_the_state_validator_a_late_write():
+    """A session that writes after it ended (the state validator's finding) on every day, however
+    few its sessions: tables/test_conformance reads a 300-call demo day of whatever date it runs."""
+    people = population(7)
+    for offset in range(7):
+        objects, _, _ = day_objects(date(2026, 12, 1 + offset), 300, 7, people)
+        events = [json.loads(line) for key, data in objects.items() if "/agent/" in key for line in data.splitlines()]
+        ended = {e["trace_id"]: e["step_index"] for e in events if e["event_type"] == "session.end"}
+        late = [
+            e
+            for e in events
+            if e["event_type"] == "state.mutate" and e["step_index"] > ended.get(e["trace_id"], float("inf"))
+        ]
+        assert late, f"no session of the 300-call day {date(2026, 12, 1 + offset)} writes after it ended"
