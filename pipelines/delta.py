@@ -315,7 +315,12 @@ def upsert(
     matched = new.select(*keys, new_digest=_digest(new)).join(old, on=keys, how="left", maintain_order="left")
     is_stored = matched["is_stored"].fill_null(False)
     same = matched["new_digest"].eq_missing(matched["stored_digest"]) & is_stored
-    take = (is_stored & same) if only_existing else ~is_stored if only_new else ~(is_stored & same)
+    if only_existing:
+        take = is_stored & same
+    elif only_new:
+        take = ~is_stored
+    else:
+        take = ~(is_stored & same)
     inserted = 0 if only_existing else int((~is_stored).sum())
     updated = int(take.sum()) - inserted
     removed = matched.filter(take & is_stored).select(keys)

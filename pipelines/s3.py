@@ -18,10 +18,10 @@ def split_s3_uri(uri: str) -> tuple[str, str]:
 
 
 def s3_client(endpoint_url: str | None = None, region: str | None = None, max_attempts: int = 5):
-    """A boto3 S3 client with botocore's standard retry mode (backoff with
-    jitter on throttling and 5xx), for AWS or any S3-compatible endpoint."""
+    """A boto3 S3 client with botocore's standard retry mode (backoff with jitter on throttling,
+    5xx and connection errors; ``max_attempts`` counts the first), for AWS or any S3-compatible endpoint."""
     config = Config(
-        retries={"mode": "standard", "max_attempts": max_attempts},
+        retries={"mode": "standard", "total_max_attempts": max_attempts},
         s3={"addressing_style": "path"},
         connect_timeout=10,
         read_timeout=60,

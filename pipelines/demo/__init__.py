@@ -113,10 +113,10 @@ def day_objects(
     session_count = max(1, round(agent_calls / CALLS_PER_SESSION)) if agent_calls > 0 else 0
     for n in range(session_count):
         when = _when(rng, day)
-        # the day's first session always writes after it ended (besides the hashed 2%): a small day
-        # still gives the state validator something to find, whatever its date
         customer = _customer(rng, people)  # before the trace id: the demo's draws stay in order
         trace_id = f"{rng.getrandbits(128):032x}"
+        # the day's first session always writes after it ended (besides the hashed 2%): a small day
+        # still gives the state validator something to find, whatever its date
         events = agent.session_events(rng, customer, when, trace_id, late_write=n == 0)
         made += sum(e["event_type"] == "llm.call" for e in events)
         sessions[when.hour].append(events)

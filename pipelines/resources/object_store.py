@@ -33,7 +33,7 @@ from pydantic import Field
 
 from pipelines.ingest.objects import SourceObject
 from pipelines.ingest.shards import ShardSpec
-from pipelines.retrying import read_again
+from pipelines.retrying import SourceUnavailable, read_again
 from pipelines.s3 import s3_client, split_s3_uri
 
 T = TypeVar("T")
@@ -159,11 +159,17 @@ class _S3:
                 )
 
     def read(self, key: str, attempts: int) -> bytes:
-        """The whole body; a body cut short (reset, truncated) is read again.
-        botocore retries the request, not a body that breaks mid-stream."""
+        """The whole body. botocore retries the request (``attempts`` times, with backoff) but not
+        a body that breaks off mid-stream (reset, truncated): that is read again here."""
 
         def once() -> bytes:
-            response = self.client.get_object(Bucket=self.bucket, Key=self.root + key)
+            try:
+                response = self.client.get_object(Bucket=self.bucket, Key=self.root + key)
+            except RETRYABLE_READS as e:  # botocore's attempts ran out: not a second round of them
+                raise SourceUnavailable(
+                    f"{self.uri(key)}: the request failed {attempts} times ({type(e).__name__}); "
+                    "check the endpoint and re-run the partition"
+                ) from e
             body = response["Body"].read()
             if len(body) != response["ContentLength"]:
                 raise botocore.exceptions.IncompleteReadError(

@@ -20,14 +20,16 @@ import subprocess
 import sys
 import time
 import urllib.request
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
 import pytest
+from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
+from assets.replay import replay_automation
 from assets.rot import rot_checks
 from pipelines.demo import generate
 from pipelines.demo.registry import FOLDER as DEMO_CANDIDATES
@@ -156,6 +158,23 @@ def every_day_summarized(instance: dg.DagsterInstance, seconds: float) -> list[t
             return summaries
         assert time.monotonic() < deadline, f"summaries after the backfill: {summaries}, {len(busy)} runs busy"
         time.sleep(5)
+
+
+def automation_evaluations_since(instance: dg.DagsterInstance, since: float) -> int:
+    """Finished evaluations of `replay_automation` (which asks for replay_summary) begun after ``since``."""
+    (state,) = [
+        s
+        for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
+        if s.instigator_name == replay_automation.name
+    ]
+    ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, after=since)
+    return sum(tick.status in (TickStatus.SUCCESS, TickStatus.SKIPPED) for tick in ticks)
+
+
+def runs_created_since(instance: dg.DagsterInstance, since: float) -> list[dg.DagsterRun]:
+    """The candidate's runs created after ``since`` (a Unix time), the automation's included."""
+    after = datetime.fromtimestamp(since, tz=UTC)
+    return instance.get_runs(dg.RunsFilter(tags={"dagster/partition/candidate": CANDIDATE}, created_after=after))
 
 
 def open_backfill_dialog(page: Page, base: str, candidate: str) -> None:
@@ -290,17 +309,19 @@ def test_decide_on_a_candidate_from_the_ui(tmp_path):
                     120,
                 )
                 shot(page, "replays-rerun-sent-nothing")
-                # the automation sensor evaluates every 30 s: three evaluations later, no summary ran
-                page.wait_for_timeout(100_000)
+                # "Add a partition" in the Materialize dialog: the registry's sensor takes it away,
+                # while the automation sensor evaluates twice after the re-run and asks for no summary
+                quiet_since = time.time()
+                instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["gpt-next"])
+                deadline = time.monotonic() + 300
+                while automation_evaluations_since(instance, quiet_since) < 2 or instance.has_dynamic_partition(
+                    CANDIDATE_PARTITIONS, "gpt-next"
+                ):
+                    assert time.monotonic() < deadline, "no two automation evaluations, or the phantom partition stayed"
+                    time.sleep(5)
+                assert runs_created_since(instance, quiet_since) == [], "a re-run that changed nothing asked for runs"
                 assert summaries_by_run(instance) == summaries, "a re-run that changed nothing summarized again"
                 assert settings.warehouse().version("replay_summary") == version
-
-                # "Add a partition" in the Materialize dialog: the registry's sensor takes it away
-                instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["gpt-next"])
-                deadline = time.monotonic() + 180
-                while instance.has_dynamic_partition(CANDIDATE_PARTITIONS, "gpt-next"):
-                    assert time.monotonic() < deadline, "a partition with no registry file stayed"
-                    time.sleep(5)
                 browser.close()
         finally:
             os.killpg(process.pid, signal.SIGKILL)
