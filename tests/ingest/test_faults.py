@@ -66,10 +66,9 @@ def test_a_body_that_keeps_breaking_names_the_object(proxied):
         store.read("2026/11/29/calls.jsonl")
 
 
-
 def test_a_request_that_keeps_failing_is_sent_max_attempts_times_not_their_square(proxied):
     """botocore retries a request whose connection is reset; the body's own retry does not
-    retry it again (5 x 5 attempts made an endpoint that is down cost ~40 s per object)."""
+    retry it again (5 x 6 requests made an endpoint that is down cost ~40 s per object)."""
     bucket, proxy = proxied
     bucket.client().put_object(Bucket=bucket.bucket, Key="raw/2026/11/29/calls.jsonl", Body=b"x" * 100)
     store = ObjectStore(uri=bucket.uri("raw"), endpoint_url=bucket.endpoint_url, region="us-east-1", max_attempts=3)
@@ -77,6 +76,7 @@ def test_a_request_that_keeps_failing_is_sent_max_attempts_times_not_their_squar
     with pytest.raises(SourceUnavailable, match=r"s3://.*/raw/2026/11/29/calls\.jsonl: the request failed 3 times"):
         store.read("2026/11/29/calls.jsonl")
     assert proxy.hits(reset) == 3
+
 
 # --- Delta (delta-rs) -----------------------------------------------------
 
