@@ -376,11 +376,14 @@ def test_today_the_api_refuses_sampling_parameters_on_messages_batches_and_count
 )
 def test_a_retired_model_is_answered_not_found_as_the_api_does(sim, model):
     body = {**chat(1, temperature=None), "model": model}
+    # one client held for the whole test: a client collected while its results stream closes
+    # the stream's connection (the SDK closes its HTTP client when collected): EBADF mid-stream
+    api = client(sim)
     with pytest.raises(anthropic.NotFoundError) as gone:
-        client(sim).messages.create(**body)
+        api.messages.create(**body)
     assert gone.value.body["error"] == {"type": "not_found_error", "message": f"model: {model}"}
-    batch = client(sim).messages.batches.create(requests=[{"custom_id": "r-1", "params": body}])
-    [entry] = list(client(sim).messages.batches.results(batch.id))
+    batch = api.messages.batches.create(requests=[{"custom_id": "r-1", "params": body}])
+    [entry] = list(api.messages.batches.results(batch.id))
     assert entry.result.type == "errored" and entry.result.error.error.type == "not_found_error"
     assert sim.bills == []
 
