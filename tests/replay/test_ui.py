@@ -302,6 +302,7 @@ def test_decide_on_a_candidate_from_the_ui(tmp_path):
                     assert time.monotonic() < deadline, "the second backfill started no run"
                     time.sleep(2)
                 settled(instance, second[0], 900)
+                quiet_since = time.time()  # the re-run's runs are done: from here, nothing is to be asked for
                 until_shown(
                     page,
                     f"{base}/assets/replays?view=events",
@@ -311,7 +312,6 @@ def test_decide_on_a_candidate_from_the_ui(tmp_path):
                 shot(page, "replays-rerun-sent-nothing")
                 # "Add a partition" in the Materialize dialog: the registry's sensor takes it away,
                 # while the automation sensor evaluates twice after the re-run and asks for no summary
-                quiet_since = time.time()
                 instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["gpt-next"])
                 deadline = time.monotonic() + 300
                 while automation_evaluations_since(instance, quiet_since) < 2 or instance.has_dynamic_partition(
