@@ -16,14 +16,19 @@ class SourceUnavailable(Exception):
 
 def read_again(read: Callable[[], T], attempts: int, retryable: tuple[type[BaseException], ...], failed: str) -> T:
     """``read()``, again with backoff while it raises ``retryable``; then
-    SourceUnavailable saying ``failed`` (what could not be read), the count and the error type."""
+    ``gave_up`` (SourceUnavailable) saying ``failed``: what could not be read."""
     for attempt in range(1, attempts + 1):
         try:
             return read()
         except retryable as e:
             if attempt == attempts:
-                raise SourceUnavailable(
-                    f"{failed} {attempts} times ({type(e).__name__}); check the endpoint and re-run the partition"
-                ) from e
+                raise gave_up(failed, attempts, e) from e
             time.sleep(min(2.0, 0.1 * 2**attempt))
     raise AssertionError("unreachable")
+
+
+def gave_up(failed: str, attempts: int, error: BaseException) -> SourceUnavailable:
+    """What a read says when its ``attempts`` ran out: ``failed`` (what), the count and the error type."""
+    return SourceUnavailable(
+        f"{failed} {attempts} times ({type(error).__name__}); check the endpoint and re-run the partition"
+    )

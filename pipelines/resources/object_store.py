@@ -33,7 +33,7 @@ from pydantic import Field
 
 from pipelines.ingest.objects import SourceObject
 from pipelines.ingest.shards import ShardSpec
-from pipelines.retrying import SourceUnavailable, read_again
+from pipelines.retrying import gave_up, read_again
 from pipelines.s3 import s3_client, split_s3_uri
 
 T = TypeVar("T")
@@ -166,10 +166,7 @@ class _S3:
             try:
                 response = self.client.get_object(Bucket=self.bucket, Key=self.root + key)
             except RETRYABLE_READS as e:  # botocore's attempts ran out: not a second round of them
-                raise SourceUnavailable(
-                    f"{self.uri(key)}: the request failed {attempts} times ({type(e).__name__}); "
-                    "check the endpoint and re-run the partition"
-                ) from e
+                raise gave_up(f"{self.uri(key)}: the request failed", attempts, e) from e
             body = response["Body"].read()
             if len(body) != response["ContentLength"]:
                 raise botocore.exceptions.IncompleteReadError(

@@ -25,7 +25,6 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
-from dagster._core.scheduler.instigation import InstigatorType, TickStatus
 from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -37,6 +36,7 @@ from pipelines.partitions import CANDIDATE_PARTITIONS
 from pipelines.simulator import running
 from tests.browser import launch
 from tests.environments import local_settings, run_stage
+from tests.sensor_ticks import evaluations_since
 
 IN_PROGRESS = (
     dg.DagsterRunStatus.QUEUED,
@@ -158,17 +158,6 @@ def every_day_summarized(instance: dg.DagsterInstance, seconds: float) -> list[t
             return summaries
         assert time.monotonic() < deadline, f"summaries after the backfill: {summaries}, {len(busy)} runs busy"
         time.sleep(5)
-
-
-def automation_evaluations_since(instance: dg.DagsterInstance, since: float) -> int:
-    """Finished evaluations of `replay_automation` (which asks for replay_summary) begun after ``since``."""
-    (state,) = [
-        s
-        for s in instance.all_instigator_state(instigator_type=InstigatorType.SENSOR)
-        if s.instigator_name == replay_automation.name
-    ]
-    ticks = instance.get_ticks(state.instigator_origin_id, state.selector_id, after=since)
-    return sum(tick.status in (TickStatus.SUCCESS, TickStatus.SKIPPED) for tick in ticks)
 
 
 def runs_created_since(instance: dg.DagsterInstance, since: float) -> list[dg.DagsterRun]:
@@ -314,9 +303,8 @@ def test_decide_on_a_candidate_from_the_ui(tmp_path):
                 # while the automation sensor evaluates twice after the re-run and asks for no summary
                 instance.add_dynamic_partitions(CANDIDATE_PARTITIONS, ["gpt-next"])
                 deadline = time.monotonic() + 300
-                while automation_evaluations_since(instance, quiet_since) < 2 or instance.has_dynamic_partition(
-                    CANDIDATE_PARTITIONS, "gpt-next"
-                ):
+                looked_twice = lambda: evaluations_since(instance, replay_automation.name, quiet_since) >= 2  # noqa: E731
+                while not looked_twice() or instance.has_dynamic_partition(CANDIDATE_PARTITIONS, "gpt-next"):
                     assert time.monotonic() < deadline, "no two automation evaluations, or the phantom partition stayed"
                     time.sleep(5)
                 assert runs_created_since(instance, quiet_since) == [], "a re-run that changed nothing asked for runs"
