@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 import boto3
 import dagster as dg
 import pytest
-from dagster._core.scheduler.instigation import TickStatus
 
 from pipelines.automation import NIGHTLY_TAG
 from pipelines.definitions import build
@@ -38,6 +37,7 @@ from tests.production.test_postgres_instance import (
     _free_port,
     _listening,
 )
+from tests.sensor_ticks import evaluations_since
 
 DAY = datetime(2026, 11, 27).date()
 SPEC = "hour:4"
@@ -164,7 +164,11 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
         # the automation sensor has evaluated the day since (a whole evaluation begun after the last
         # shard run ended), and started nothing
         last = max(r.end_time for r in instance.get_run_records(dg.RunsFilter(job_name="load")))
-        wait_until(lambda: _ticks_after(instance, last) >= 1, 180, f"a daily_stages tick\n{deployment.log('daemon')}")
+        wait_until(
+            lambda: evaluations_since(instance, "daily_stages", last) >= 1,
+            180,
+            f"a daily_stages tick\n{deployment.log('daemon')}",
+        )
         assert not _daily_runs(instance), "a shard failed: no daily stage was launched"
         statuses = _graphql(webserver_port, PARTITIONS_QUERY)["assetNodeOrError"]["assetPartitionStatuses"]["ranges"]
         [day_range] = [r for r in statuses if r["primaryDimStartKey"] <= str(DAY) <= r["primaryDimEndKey"]]
@@ -220,12 +224,3 @@ def _shard_tags(request: dg.RunRequest) -> dict[str, str]:
 def _event_time(instance: dg.DagsterInstance, run_id: str, kind: dg.DagsterEventType) -> float:
     [record] = instance.get_records_for_run(run_id, of_type=kind).records
     return record.timestamp
-
-
-def _ticks_after(instance: dg.DagsterInstance, after: float) -> int:
-    """Evaluations of ``daily_stages`` begun after ``after`` (a Unix time) and ended."""
-    sensors = [s for s in instance.all_instigator_state() if s.name == "daily_stages"]
-    if not sensors:
-        return 0
-    ticks = instance.get_ticks(sensors[0].instigator_origin_id, sensors[0].selector_id, after=after)
-    return sum(t.status in (TickStatus.SUCCESS, TickStatus.SKIPPED) for t in ticks)
