@@ -1,8 +1,8 @@
 """One shard of a day as its own OS process: a run of the ``load`` job for the day x shard
 partition, executed against a shared Dagster instance (DAGSTER_HOME) and the tables of
-SETTINGS_JSON, with the tags TAGS_JSON (the nightly schedule's, say).
+SETTINGS_JSON.
 
-    python -m tests.ingest.shard_run SETTINGS_JSON DAY SHARD_KEY [TAGS_JSON]
+    python -m tests.ingest.shard_run SETTINGS_JSON DAY SHARD_KEY
 """
 
 from __future__ import annotations
@@ -19,12 +19,11 @@ from pipelines.settings import Settings
 
 def main() -> None:
     settings_json, day, shard = sys.argv[1:4]
-    tags = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
     settings = Settings(**json.loads(open(settings_json).read()))
     load = build(settings).resolve_job_def("load")
     with open_instance() as instance:  # as the CLI opens it: created once however many shards start at once
         result = load.execute_in_process(
-            partition_key=day_shard_key(day, shard), tags=tags, instance=instance, raise_on_error=False
+            partition_key=day_shard_key(day, shard), instance=instance, raise_on_error=False
         )
     print(json.dumps({"shard": shard, "run_id": result.run_id, "success": result.success}), flush=True)
 

@@ -1,6 +1,6 @@
 """Sharded days as Dagster partitions: a day split into day x shard runs of the ``load`` job
-(separate OS processes, running at the same time) lands exactly the rows one whole-day run
-lands; the daily assets start by declarative automation only once every shard of the day has
+(three of them separate OS processes running at the same time) lands exactly the rows one
+whole-day run lands; the daily assets start by declarative automation only once every shard of the day has
 materialized and none is running or failed (traces and the checks after any load, every
 stage after the nightly schedule's); a re-run of a shard commits nothing."""
 
@@ -72,9 +72,9 @@ def test_every_key_belongs_to_exactly_one_shard_by_its_hour_or_its_hash():
         hours.shard_named("hash8-3")
 
 
-def _spawn(settings_json: str, shard: str, home: Path, tags: dict | None = None) -> subprocess.Popen:
+def _spawn(settings_json: str, shard: str, home: Path) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "tests.ingest.shard_run", settings_json, DAY.isoformat(), shard, json.dumps(tags or {})],
+        [sys.executable, "-m", "tests.ingest.shard_run", settings_json, DAY.isoformat(), shard],
         cwd=ROOT,
         env={**os.environ, "DAGSTER_HOME": str(home)},
         stdout=subprocess.PIPE,
@@ -169,20 +169,23 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         assert all(r["success"] for r in reports)
         assert automation.tick() == [], "shard 3 has not landed: the day waits"
 
+        def load(shard: str, tags: dict | None = None, definitions: dg.Definitions = defs) -> bool:
+            """One shard's run of the load job in this process (the later runs: one at a time)."""
+            job = definitions.resolve_job_def("load")
+            partition_key = day_shard_key(day, shard)
+            return job.execute_in_process(
+                partition_key=partition_key, tags=tags, instance=instance, raise_on_error=False
+            ).success
+
         # the last shard fails (its source unreachable): the day still waits
         broken = local_settings(tmp_path, warehouse_uri=str(tmp_path / "sharded"), shards=SPEC,
                                 source_uri="s3://nowhere/raw", endpoint_url="http://127.0.0.1:9")  # fmt: skip
-        failed = (
-            build(broken)
-            .resolve_job_def("load")
-            .execute_in_process(partition_key=day_shard_key(day, SHARDS[3]), instance=instance, raise_on_error=False)
-        )
-        assert not failed.success
+        assert not load(SHARDS[3], definitions=build(broken))
         assert automation.tick() == [], "shard 3 failed: the day waits"
 
         # shard 3 again, now it lands: traces and the checks start, once; the other stages wait
         # for the nightly schedule's load
-        assert _finish(_spawn(settings_json, SHARDS[3], home))["success"]
+        assert load(SHARDS[3])
         assert automation.tick() == ["traces"] and automation.checks == LOADED_CHECKS
         assert automation.tick() == [], "requested once"
         # what the sensor's run of that request does: the ingest job (a plain job, subset as the UI would)
@@ -205,8 +208,7 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         # version; once they have all landed every daily stage starts, in one evaluation
         versions = {t: split.version(t) for t in (*LOADED, "traces")}
         nightly = {NIGHTLY_TAG: day}
-        reports = [_finish(p) for p in [_spawn(settings_json, s, home, nightly) for s in SHARDS]]
-        assert all(r["success"] for r in reports)
+        assert all(load(shard, nightly) for shard in SHARDS)
         assert {t: split.version(t) for t in versions} == versions
         assert automation.tick() == sorted(["traces", *NIGHTLY_STAGES])
         assert set(automation.checks) >= set(LOADED_CHECKS) | {"rot_rate_jump", "semantic_error_rate"}
@@ -216,7 +218,7 @@ def test_shard_runs_in_parallel_land_the_rows_of_one_run_and_the_day_waits_for_a
         # their request, still starts them (with Dagster's since_last_handled the update or the
         # request won, and the day was never handled again)
         def nightly_load() -> None:  # one shard of the day, loaded again by the nightly schedule
-            assert _finish(_spawn(settings_json, SHARDS[1], home, nightly))["success"]
+            assert load(SHARDS[1], nightly)
 
         for job in ("ingest", "retention"):
             assert defs.resolve_job_def(job).execute_in_process(partition_key=day, instance=instance).success
