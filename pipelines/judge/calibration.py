@@ -16,13 +16,14 @@ from datetime import date, datetime
 from typing import Any
 
 import numpy as np
-from statsmodels.stats.inter_rater import cohens_kappa
 
 from pipelines.judge.llm_judge import JUDGE_ERROR, NO_ERROR, Judgement
 from pipelines.record.canonical import record_sha256
 
 
 def kappa(pairs: list[tuple[str, str]]) -> float | None:
+    from statsmodels.stats.inter_rater import cohens_kappa  # loaded when used: every run worker loads this module
+
     labels = sorted({x for pair in pairs for x in pair})
     if len(labels) < 2:
         return None

@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from statsmodels.stats.proportion import proportion_confint
-
 
 @dataclass(frozen=True)
 class ClassRate:
@@ -28,6 +26,8 @@ class ClassRate:
 
 def class_rates(findings: Iterable[Mapping[str, Any]], traces: int, alpha: float = 0.05) -> list[ClassRate]:
     """One rate per class: share of ``traces`` with at least one finding of the class."""
+    from statsmodels.stats.proportion import proportion_confint  # loaded when used: every run worker loads this module
+
     weights: dict[str, dict[str, float]] = defaultdict(dict)
     for f in findings:
         p = float(f.get("judged_with_probability") or 1.0)

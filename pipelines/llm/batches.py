@@ -37,6 +37,7 @@ from typing import Any
 
 import anthropic
 
+from pipelines.llm.batch_split import ENVELOPE_BYTES, MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, item_bytes, split
 from pipelines.llm.direct import Sent, simulated_response
 from pipelines.llm.ledger import (
     BATCHES,
@@ -62,28 +63,7 @@ from pipelines.record.canonical import request_sha256
 
 log = logging.getLogger(__name__)
 
-# the API's limits on one batch
-MAX_BATCH_REQUESTS = 100_000
-MAX_BATCH_BYTES = 256 * 1024 * 1024
 RESULTS_DAYS = 29
-ENVELOPE_BYTES = len('{"requests":[]}')
-
-
-def item_bytes(custom_id: str, params: dict[str, Any]) -> int:
-    """Bytes one entry adds to a batch's create request (its JSON and a comma)."""
-    return len(json.dumps({"custom_id": custom_id, "params": params}, ensure_ascii=False).encode()) + 1
-
-
-def split(sizes: Sequence[int], *, max_requests: int, max_bytes: int) -> Iterator[range]:
-    """Consecutive index ranges of entries of the given sizes, each one batch under both limits."""
-    start, total = 0, ENVELOPE_BYTES
-    for i, size in enumerate(sizes):
-        if i > start and (i - start >= max_requests or total + size > max_bytes):
-            yield range(start, i)
-            start, total = i, ENVELOPE_BYTES
-        total += size
-    if start < len(sizes):
-        yield range(start, len(sizes))
 
 
 @dataclass

@@ -31,7 +31,8 @@ from typing import Any
 import anthropic
 
 from pipelines.llm import direct
-from pipelines.llm.batches import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, BatchSender
+from pipelines.llm.batch_split import MAX_BATCH_BYTES, MAX_BATCH_REQUESTS
+from pipelines.llm.batches import BatchSender
 from pipelines.llm.estimate import estimate, request_usd
 from pipelines.llm.ledger import (
     BATCHES,

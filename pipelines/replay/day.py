@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from statsmodels.stats.proportion import proportion_confint
-
 from pipelines.llm.request import LLMRequest
 from pipelines.record.canonical import canonical_json, sha256_hex
 from pipelines.replay import bodies as b
@@ -348,6 +346,8 @@ def outgoing(plans: Sequence[Planned]) -> list[LLMRequest]:
 
 def replay_day(inputs: DayInputs, send: Send, *, run_id: str | None = None) -> list[dict[str, Any]]:
     """Every ``replays`` row of a candidate's day (see the module docstring)."""
+    from statsmodels.stats.proportion import proportion_confint  # loaded when used: every run worker loads this module
+
     plans, starts = plan_day(inputs)
     rows: list[dict[str, Any]] = []
     requests = outgoing(plans)

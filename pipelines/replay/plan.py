@@ -24,7 +24,7 @@ from datetime import date
 from typing import Any
 
 from pipelines.judge.pairwise import pairwise_requests
-from pipelines.llm.batches import ENVELOPE_BYTES, MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, item_bytes, split
+from pipelines.llm.batch_split import ENVELOPE_BYTES, MAX_BATCH_BYTES, MAX_BATCH_REQUESTS, item_bytes, split
 from pipelines.llm.estimate import CHARS_PER_TOKEN, estimate, estimated_input_tokens, with_cache
 from pipelines.llm.lifecycle import Lifecycle, UnmappedModel, serve
 from pipelines.llm.params import Translator

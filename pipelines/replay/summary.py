@@ -21,10 +21,6 @@ from collections.abc import Iterable, Mapping
 from datetime import date
 from typing import Any
 
-from scipy.stats import binomtest
-from statsmodels.stats.multitest import multipletests
-from statsmodels.stats.proportion import proportion_confint
-
 from pipelines.record.canonical import sha256_hex
 from pipelines.replay.compare import IMPROVED, INCONCLUSIVE, REGRESSED, SAME
 from pipelines.replay.sampling import SEGMENT_FIELDS
@@ -39,6 +35,8 @@ def model_basis(row: Mapping[str, Any]) -> str:
 
 
 def wilson(count: float, n: float) -> tuple[float | None, float | None]:
+    from statsmodels.stats.proportion import proportion_confint  # loaded when used: every run worker loads this module
+
     if n <= 0:
         return None, None
     low, high = proportion_confint(count, n, alpha=ALPHA, method="wilson")
@@ -46,6 +44,8 @@ def wilson(count: float, n: float) -> tuple[float | None, float | None]:
 
 
 def sign_test(improved: int, regressed: int) -> float:
+    from scipy.stats import binomtest  # loaded when used, as statsmodels is
+
     changed = improved + regressed
     return float(binomtest(improved, changed, 0.5).pvalue) if changed else 1.0
 
@@ -89,6 +89,8 @@ def _counts(rows: list[Mapping[str, Any]], weighted: bool) -> dict[str, Any]:
 
 def summarize(rows: Iterable[Mapping[str, Any]], candidate: str, day: date) -> list[dict[str, Any]]:
     """The ``replay_summary`` rows of a candidate's day."""
+    from statsmodels.stats.multitest import multipletests  # loaded when used, as in wilson
+
     groups: dict[tuple[str, str, str], dict[str, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for row in rows:
         if row.get("verdict") is None and row.get("fidelity") != "ineligible":
