@@ -8,9 +8,9 @@ fresh interpreters, in turns, importing:
 - ``pipelines.definitions``: the code location;
 
 and reports the median wall and CPU seconds of each and their ratio, with which heavy
-libraries the code location pulled in (the anthropic SDK and statsmodels load only in
-the runs that send a request or compute a rate:
-``tests/ingest/test_layering.py::test_loading_the_code_location_imports_no_llm_sdk_and_no_statistics_library``).
+libraries the code location pulled in (the anthropic SDK, statsmodels and Presidio load
+only in the runs that send a request, compute a rate or redact:
+``tests/ingest/test_layering.py::test_loading_the_code_location_imports_no_llm_sdk_no_statistics_and_no_nlp``).
 
     python bench/startup.py            # 7 turns
     python bench/startup.py --turns 3

@@ -16,21 +16,7 @@ from presidio_analyzer import EntityRecognizer, RecognizerResult
 from presidio_analyzer.context_aware_enhancers import ContextAwareEnhancer
 from presidio_analyzer.nlp_engine import NlpArtifacts
 
-from pipelines.redact.entities import VOCABULARY
-
-
-def context_forms(word: str) -> set[str]:
-    """The forms of a token or key that may name a context word:
-    ``Phone_Numbers`` -> {"phone_numbers", "phone", "numbers", "number", ...}."""
-    lower = word.lower().strip()
-    forms = {lower}
-    for sep in ("_", "-", ":", ".", "/"):
-        lower = lower.replace(sep, " ")
-    for part in lower.split():
-        forms.add(part)
-        if part.endswith("s") and len(part) > 3:
-            forms.add(part[:-1])
-    return forms
+from pipelines.redact.entities import VOCABULARY, context_forms
 
 
 class NearbyContextEnhancer(ContextAwareEnhancer):

@@ -74,3 +74,17 @@ CONTEXT: dict[str, tuple[str, ...]] = {
 }
 
 VOCABULARY = frozenset(word for words in CONTEXT.values() for word in words)
+
+
+def context_forms(word: str) -> set[str]:
+    """The forms of a token or key that may name a context word:
+    ``Phone_Numbers`` -> {"phone_numbers", "phone", "numbers", "number", ...}."""
+    lower = word.lower().strip()
+    forms = {lower}
+    for sep in ("_", "-", ":", ".", "/"):
+        lower = lower.replace(sep, " ")
+    for part in lower.split():
+        forms.add(part)
+        if part.endswith("s") and len(part) > 3:
+            forms.add(part[:-1])
+    return forms

@@ -9,8 +9,7 @@ from fnmatch import fnmatchcase
 from functools import lru_cache
 
 from pipelines.redact.check_digits import is_valid_cnpj, is_valid_cpf
-from pipelines.redact.context_enhancer import context_forms
-from pipelines.redact.entities import CNPJ, CPF, SSN, VOCABULARY
+from pipelines.redact.entities import CNPJ, CPF, SSN, VOCABULARY, context_forms
 from pipelines.redact.policy import Policy
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
