@@ -55,7 +55,8 @@ def main() -> None:
         loaded = ", ".join(results[module][-1]["loaded"]) or "none of them"
         print(f"import {module:<22} {median['wall']:5.2f} s wall  {median['cpu']:5.2f} CPU-s   heavy: {loaded}")
     floor, location = medians["dagster"], medians["pipelines.definitions"]
-    print(f"the code location: {location['wall'] / floor['wall']:.2f}x Dagster's own import (median of {args.turns} turns)")
+    ratio = location["wall"] / floor["wall"]
+    print(f"the code location: {ratio:.2f}x Dagster's own import (median of {args.turns} turns)")
 
 
 if __name__ == "__main__":
