@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import date
-from pathlib import Path
 
 import dagster as dg
 from playwright.sync_api import sync_playwright
@@ -19,7 +16,7 @@ from playwright.sync_api import sync_playwright
 from pipelines.demo import generate
 from tests.browser import launch
 from tests.environments import local_settings
-from tests.replay.test_ui import free_port, wait_for
+from tests.replay.test_ui import dagster_dev, free_port, wait_for
 
 START = date(2026, 11, 14)
 DAYS = [date(2026, 11, 19), date(2026, 11, 20)]
@@ -53,16 +50,8 @@ def test_the_day_x_shard_grid_and_a_backfill_of_two_days_by_four_shards_from_the
         "TRACELAKE_RUN_STEPS": "in_process",  # a run's steps in its process: the UI flow is tested, not the executor
         "DAGSTER_GRPC_TIMEOUT_SECONDS": "300",  # launching a run asks the code server, slow when loaded
     }
-    dagster = str(Path(sys.executable).with_name("dagster"))
     with open(log, "w") as out:
-        process = subprocess.Popen(
-            [dagster, "dev", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: dagster dev ignores SIGTERM for a while
-        )
+        process = dagster_dev(port, tmp_path, env, out)
     try:
         base = f"http://127.0.0.1:{port}"
         wait_for(f"{base}/server_info", process, log)

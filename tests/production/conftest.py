@@ -135,3 +135,17 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+@pytest.fixture
+def deployment(tmp_path, postgres, monkeypatch):
+    """The compose file's code server and daemon (``Deployment``) on the session's PostgreSQL."""
+    from tests.production.test_postgres_instance import Deployment  # it imports this module
+
+    for key, value in postgres.env().items():
+        monkeypatch.setenv(key, value)
+    deployment = Deployment(tmp_path, postgres)
+    try:
+        yield deployment
+    finally:
+        deployment.down()

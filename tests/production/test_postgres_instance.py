@@ -23,7 +23,6 @@ from pathlib import Path
 
 import dagster as dg
 import polars as pl
-import pytest
 import yaml
 
 from pipelines.automation import NIGHTLY_TAG
@@ -177,17 +176,6 @@ def _steps_of(instance: dg.DagsterInstance, runs: list[dg.DagsterRun]) -> str:
 
 def _state(warehouse: Warehouse) -> dict[str, tuple[int | None, int]]:
     return {t: (warehouse.version(t), warehouse.read(t).height) for t in TABLES}
-
-
-@pytest.fixture
-def deployment(tmp_path, postgres, monkeypatch):
-    for key, value in postgres.env().items():
-        monkeypatch.setenv(key, value)
-    deployment = Deployment(tmp_path, postgres)
-    try:
-        yield deployment
-    finally:
-        deployment.down()
 
 
 def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_path):

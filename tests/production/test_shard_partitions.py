@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 
 import boto3
 import dagster as dg
-import pytest
 
 from pipelines.automation import NIGHTLY_TAG
 from pipelines.definitions import build
@@ -33,7 +32,6 @@ from tests.production.test_postgres_instance import (
     IN_PROCESS,
     ROOT,
     RUN_TIMEOUT,
-    Deployment,
     _free_port,
     _listening,
 )
@@ -54,17 +52,6 @@ PARTITIONS_QUERY = """
       primaryDimStartKey primaryDimEndKey
       secondaryDim { ... on DefaultPartitionStatuses { materializedPartitions failedPartitions } } } } } } } }
 """
-
-
-@pytest.fixture
-def deployment(tmp_path, postgres, monkeypatch):
-    for key, value in postgres.env().items():
-        monkeypatch.setenv(key, value)
-    deployment = Deployment(tmp_path, postgres)
-    try:
-        yield deployment
-    finally:
-        deployment.down()
 
 
 def _keys(warehouse: Warehouse, table: str):

@@ -78,6 +78,19 @@ def wait_for(url: str, process: subprocess.Popen, log: Path, timeout: float = 18
     pytest.fail(f"the Dagster UI did not answer at {url}:\n{log.read_text()[-3000:]}")
 
 
+def dagster_dev(port: int, cwd: Path, env: dict[str, str], out) -> subprocess.Popen:
+    """`dagster dev` on loopback, as a person starts the UI, its output to ``out``."""
+    dagster = str(Path(sys.executable).with_name("dagster"))
+    return subprocess.Popen(
+        [dagster, "dev", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=cwd,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: dagster dev ignores SIGTERM for a while
+    )
+
+
 def shows(page: Page, text: str, timeout: float = 90_000) -> None:
     """Wait until the page's visible text contains ``text`` (the UI renders after it loads),
     looking twice a second: Playwright's default, every animation frame, lays the whole page
@@ -235,15 +248,7 @@ def test_decide_on_a_candidate_from_the_ui(tmp_path):
             "TRACELAKE_CANDIDATES": str(registry),
             "TRACELAKE_RUN_STEPS": "in_process",  # steps in the run's process: the UI is tested, not the executor
         }
-        dagster = str(Path(sys.executable).with_name("dagster"))
-        process = subprocess.Popen(
-            [dagster, "dev", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
-            cwd=tmp_path,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: dagster dev ignores SIGTERM for a while
-        )
+        process = dagster_dev(port, tmp_path, env, out)
         try:
             base = f"http://127.0.0.1:{port}"
             wait_for(f"{base}/server_info", process, log)
