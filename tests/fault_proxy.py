@@ -7,6 +7,12 @@ the path); a matching rule fires for its first ``times`` requests:
 - ``reset``: the connection closes before any response;
 - ``lose_response``: the request reaches S3 (a PUT lands), then the connection closes with no response.
 
+A rendezvous proves that several clients were reading at the same moment: a request
+matching one of its ``parties`` (regexes on the path) waits until a request of every party
+is waiting at once; then all go on (before any fault rule applies to them), and so does
+every later one. A request that waited ``hold_seconds`` (under boto3's 60 s read timeout)
+goes on alone, and its party no longer counts as waiting; ``met`` says whether they met.
+
 boto3 and delta-rs (Rust) both talk to it as their endpoint. It runs in a
 process of its own, like moto's server (some delta-rs calls hold the GIL while
 they wait for S3, so a server thread in the test process could not answer);
@@ -40,12 +46,28 @@ class Rule:
         return self.hits < self.times and method == self.method and re.search(self.path, path) is not None
 
 
+@dataclass
+class Rendezvous:
+    method: str
+    parties: list[str]
+    hold_seconds: float = 50.0
+    met: bool = False
+
+    def party(self, method: str, path: str) -> int | None:
+        if method != self.method:
+            return None
+        return next((i for i, party in enumerate(self.parties) if re.search(party, path)), None)
+
+
 class _ProxyServer:
     def __init__(self, upstream: str):
         parts = urlsplit(upstream)
         self.upstream = (parts.hostname, parts.port)
         self.rules: list[Rule] = []
+        self.rendezvous: Rendezvous | None = None
+        self.waiting: dict[int, int] = {}  # party -> its requests waiting now
         self.lock = threading.Lock()
+        self.arrived = threading.Condition(self.lock)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -57,11 +79,16 @@ class _ProxyServer:
             def _control(self, body: bytes) -> None:
                 if self.command == "POST":
                     proxy.add(**json.loads(body))
+                if self.command == "PUT":
+                    with proxy.lock:
+                        proxy.rendezvous, proxy.waiting = Rendezvous(**json.loads(body)), {}
                 if self.command == "DELETE":  # the fault is over
                     with proxy.lock:
                         proxy.rules.clear()
+                        proxy.rendezvous = None
                 with proxy.lock:
-                    data = json.dumps([asdict(r) for r in proxy.rules]).encode()
+                    rendezvous = asdict(proxy.rendezvous) if proxy.rendezvous else None
+                    data = json.dumps({"rules": [asdict(r) for r in proxy.rules], "rendezvous": rendezvous}).encode()
                 self.send_response_only(200)
                 self.send_header("Content-Length", str(len(data)))
                 self.send_header("Connection", "close")
@@ -74,6 +101,7 @@ class _ProxyServer:
                 body = self.rfile.read(length) if length else b""
                 if self.path == "/__faults__":
                     return self._control(body)
+                proxy._meet(self.command, self.path)
                 rule = proxy._fire(self.command, self.path)
                 if rule is not None and rule.action == "reset":
                     self.close_connection = True
@@ -110,6 +138,22 @@ class _ProxyServer:
         with self.lock:
             self.rules.append(Rule(action, method, path, times))
 
+    def _meet(self, method: str, path: str) -> None:
+        with self.arrived:
+            rendezvous = self.rendezvous
+            party = rendezvous.party(method, path) if rendezvous and not rendezvous.met else None
+            if party is None:
+                return
+            self.waiting[party] = self.waiting.get(party, 0) + 1
+            if len(self.waiting) == len(rendezvous.parties):
+                rendezvous.met = True
+                self.arrived.notify_all()
+                return
+            if not self.arrived.wait_for(lambda: rendezvous.met, timeout=rendezvous.hold_seconds):
+                self.waiting[party] -= 1
+                if not self.waiting[party]:
+                    del self.waiting[party]
+
     def _fire(self, method: str, path: str) -> Rule | None:
         with self.lock:
             for rule in self.rules:
@@ -136,24 +180,31 @@ class FaultProxy:
         self.process.stdin.close()
         self.process.wait(timeout=10)
 
-    def _call(self, body: dict | None = None, method: str | None = None) -> list[dict]:
+    def _call(self, body: dict | None = None, method: str | None = None) -> dict:
         host, port = urlsplit(self.url).hostname, urlsplit(self.url).port
         connection = http.client.HTTPConnection(host, port, timeout=10)
         method = method or ("POST" if body else "GET")
         connection.request(method, "/__faults__", body=json.dumps(body).encode() if body else None)
-        rules = json.loads(connection.getresponse().read())
+        state = json.loads(connection.getresponse().read())
         connection.close()
-        return rules
+        return state
 
     def add(self, action: str, method: str, path: str, times: int = 1) -> int:
         """Add a rule; returns its index for ``hits``."""
-        return len(self._call({"action": action, "method": method, "path": path, "times": times})) - 1
+        return len(self._call({"action": action, "method": method, "path": path, "times": times})["rules"]) - 1
 
     def hits(self, rule: int) -> int:
-        return self._call()[rule]["hits"]
+        return self._call()["rules"][rule]["hits"]
+
+    def rendezvous(self, method: str, parties: list[str], hold_seconds: float = 50.0) -> None:
+        """Hold requests of each party until one of every party is waiting (see the module's docstring)."""
+        self._call({"method": method, "parties": parties, "hold_seconds": hold_seconds}, method="PUT")
+
+    def met(self) -> bool:
+        return bool((self._call()["rendezvous"] or {}).get("met"))
 
     def clear(self) -> None:
-        """Remove every rule: requests pass from now on."""
+        """Remove every rule and the rendezvous: requests pass from now on."""
         self._call(method="DELETE")
 
 

@@ -78,6 +78,29 @@ def test_a_request_that_keeps_failing_is_sent_max_attempts_times_not_their_squar
     assert proxy.hits(reset) == 3
 
 
+def test_the_rendezvous_holds_reads_until_every_party_reads_at_once(proxied):
+    """The proof test_shard_partitions uses that four shard runs read at the same time:
+    one party alone waits its hold and goes on unmet; with every party reading, they meet."""
+    bucket, proxy = proxied
+    client = bucket.client()
+    for name in ("a", "b"):
+        client.put_object(Bucket=bucket.bucket, Key=f"raw/{name}.jsonl", Body=name.encode())
+    proxy.rendezvous("GET", [r"/raw/a\.jsonl", r"/raw/b\.jsonl"], hold_seconds=1)
+    started = time.monotonic()
+    assert client.get_object(Bucket=bucket.bucket, Key="raw/a.jsonl")["Body"].read() == b"a"
+    assert time.monotonic() - started >= 1 and not proxy.met(), "a party alone waited its hold, unmet"
+
+    proxy.rendezvous("GET", [r"/raw/a\.jsonl", r"/raw/b\.jsonl"], hold_seconds=30)
+    first = threading.Thread(target=lambda: client.get_object(Bucket=bucket.bucket, Key="raw/a.jsonl"))
+    started = time.monotonic()
+    first.start()
+    time.sleep(0.5)
+    assert first.is_alive() and not proxy.met(), "a waits for b"
+    assert client.get_object(Bucket=bucket.bucket, Key="raw/b.jsonl")["Body"].read() == b"b"
+    first.join(timeout=10)
+    assert not first.is_alive() and proxy.met() and time.monotonic() - started < 10
+
+
 # --- Delta (delta-rs) -----------------------------------------------------
 
 
