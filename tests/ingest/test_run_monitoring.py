@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from pipelines.run_heartbeat import HeartbeatRunLauncher
+from tests.processes import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -86,12 +87,6 @@ def test_both_instance_files_detect_a_dead_worker_in_minutes(config, tmp_path):
         assert instance.run_monitoring_start_timeout_seconds > 0
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait(predicate, what: str, logs: Path | None = None):
     deadline = time.monotonic() + WAIT
     while time.monotonic() < deadline:
@@ -119,7 +114,7 @@ class Deployment:
         config["run_monitoring"]["poll_interval_seconds"] = 1
         (self.home / "dagster.yaml").write_text(yaml.safe_dump(config))
         (tmp_path / "slow_job.py").write_text(SLOW_JOB)
-        self.port = _free_port()
+        self.port = free_port()
         self.workspace = tmp_path / "workspace.yaml"
         server = {"host": "127.0.0.1", "port": self.port, "location_name": "slow"}
         self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}))

@@ -16,7 +16,7 @@ from playwright.sync_api import sync_playwright
 from pipelines.demo import generate
 from tests.browser import launch
 from tests.environments import local_settings
-from tests.replay.test_ui import dagster_dev, free_port, wait_for
+from tests.processes import dagster_dev, free_port, wait_for
 
 START = date(2026, 11, 14)
 DAYS = [date(2026, 11, 19), date(2026, 11, 20)]

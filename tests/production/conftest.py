@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -19,6 +18,8 @@ from pathlib import Path
 
 import psycopg2
 import pytest
+
+from tests.processes import free_port
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
@@ -50,12 +51,6 @@ class Postgres:
         ):
             cursor.execute(sql, args)
             return cursor.fetchall()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _as_owner(owner: str | None, argv: list[str]) -> list[str]:
@@ -95,7 +90,7 @@ def postgres() -> Iterator[Postgres]:
         ),
         **run,
     )
-    port = _free_port()
+    port = free_port()
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c max_connections=200"
     subprocess.run(
         _as_owner(

@@ -31,6 +31,7 @@ from pipelines.ingest.shards import WHOLE_DAY
 from pipelines.jobs import AUTOMATED_STAGE, STAGE_TAG
 from pipelines.partitions import day_shard_key
 from pipelines.resources.warehouse import Warehouse
+from tests.processes import free_port
 from tests.production.conftest import Postgres, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,12 +43,6 @@ TABLES = ("calls", "spans", "traces", "ingest_log", "quarantine", "redaction_aud
 IN_PROCESS = json.dumps({"execution": {"config": {"in_process": {}}}})
 # generous: a guard against a hang, not a timing assertion (seen: 60 s alone, 230 s on a loaded machine)
 RUN_TIMEOUT = 600
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _listening(port: int) -> bool:
@@ -74,7 +69,7 @@ class Deployment:
             # (IN_PROCESS): the default would start a process per step, twenty for the daily stages
             "TRACELAKE_RUN_STEPS": "in_process",
         }
-        self.port = _free_port()
+        self.port = free_port()
         self.workspace = tmp_path / "workspace.yaml"
         server = {"host": "127.0.0.1", "port": self.port, "location_name": "tracelake"}
         self.workspace.write_text(yaml.safe_dump({"load_from": [{"grpc_server": server}]}))

@@ -27,13 +27,13 @@ from pipelines.resources.warehouse import Warehouse
 from pipelines.schedules import nightly_schedule
 from tests.environments import local_settings, run_stage
 from tests.fault_proxy import FaultProxy
+from tests.processes import free_port
 from tests.production.conftest import wait_until
 from tests.production.test_postgres_instance import (
     BIN,
     IN_PROCESS,
     ROOT,
     RUN_TIMEOUT,
-    _free_port,
     _listening,
 )
 from tests.sensor_ticks import evaluations_since
@@ -119,7 +119,7 @@ def test_a_sharded_day_through_the_queue_holds_its_stages_until_every_shard_land
         # four shard pods at once: the warehouse pool as deploy/README.md says to size it
         set_pool = [str(BIN / "dagster"), "instance", "concurrency", "set", "warehouse", "4"]
         subprocess.run(set_pool, cwd=ROOT, env=deployment.env, check=True, capture_output=True)
-        webserver_port = _free_port()
+        webserver_port = free_port()
         deployment.start("webserver", [str(BIN / "dagster-webserver"), "-w", str(deployment.workspace),
                                        "-h", "127.0.0.1", "-p", str(webserver_port)])  # fmt: skip
         instance = dg.DagsterInstance.from_config(str(deployment.home))

@@ -15,16 +15,11 @@ import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import dagster as dg
-import pytest
 from playwright.sync_api import Page, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
@@ -38,6 +33,7 @@ from pipelines.resources.warehouse import Warehouse
 from pipelines.simulator import running
 from tests.browser import launch
 from tests.environments import local_settings, run_stage
+from tests.processes import dagster_dev, free_port, wait_for
 from tests.sensor_ticks import evaluations_since
 
 IN_PROGRESS = (
@@ -55,40 +51,6 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / ".tracelake" / "artifacts" / "
 BROKEN = "version: 1\nid: broken-idea\ndescription: a typo in a key\nmodle: claude-sonnet-4-6\n"
 DAYS = [LAST - timedelta(days=2), LAST - timedelta(days=1), LAST]
 INSTANCE_YAML = "telemetry:\n  enabled: false\n"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(url: str, process: subprocess.Popen, log: Path, timeout: float = 180) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"dagster dev exited early:\n{log.read_text()[-3000:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(1)
-    pytest.fail(f"the Dagster UI did not answer at {url}:\n{log.read_text()[-3000:]}")
-
-
-def dagster_dev(port: int, cwd: Path, env: dict[str, str], out) -> subprocess.Popen:
-    """`dagster dev` on loopback, as a person starts the UI, its output to ``out``."""
-    dagster = str(Path(sys.executable).with_name("dagster"))
-    return subprocess.Popen(
-        [dagster, "dev", "-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", str(port)],
-        cwd=cwd,
-        env=env,
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,  # its own process group: dagster dev ignores SIGTERM for a while
-    )
 
 
 def shows(page: Page, text: str, timeout: float = 90_000) -> None:
