@@ -6,12 +6,14 @@ in a folder of its own under /tmp that it owns; otherwise as ourselves."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +43,18 @@ class Postgres:
             "DAGSTER_PG_PASSWORD": self.password,
             "DAGSTER_PG_DB": self.db,
         }
+
+    def fresh_database(self) -> Postgres:
+        """A new, empty database on this cluster: one Dagster instance's storage, shared with no other test."""
+        name = f"dagster_{uuid.uuid4().hex[:12]}"
+        admin = psycopg2.connect(
+            host=self.host, port=self.port, user=self.user, password=self.password, dbname="postgres"
+        )
+        admin.autocommit = True  # CREATE DATABASE cannot run inside a transaction
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {name}")
+        admin.close()
+        return dataclasses.replace(self, db=name)
 
     def query(self, sql: str, *args) -> list[tuple]:
         with (
@@ -99,12 +113,7 @@ def postgres() -> Iterator[Postgres]:
         **run,
     )
     try:
-        admin = psycopg2.connect(host="127.0.0.1", port=port, user="dagster", password=password, dbname="postgres")
-        admin.autocommit = True  # CREATE DATABASE cannot run inside a transaction
-        with admin.cursor() as cursor:
-            cursor.execute("CREATE DATABASE dagster")
-        admin.close()
-        yield Postgres("127.0.0.1", port, "dagster", password, "dagster")
+        yield Postgres("127.0.0.1", port, "dagster", password, "postgres")
     finally:
         subprocess.run(
             _as_owner(owner, [str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]),
@@ -134,12 +143,14 @@ def wait_until(predicate, timeout: float, what: str, interval: float = 0.5):
 
 @pytest.fixture
 def deployment(tmp_path, postgres, monkeypatch):
-    """The compose file's code server and daemon (``Deployment``) on the session's PostgreSQL."""
+    """The compose file's code server and daemon (``Deployment``) on a database of their own
+    in the session's PostgreSQL (another test's runs of the same day are not theirs)."""
     from tests.production.test_postgres_instance import Deployment  # it imports this module
 
-    for key, value in postgres.env().items():
+    database = postgres.fresh_database()
+    for key, value in database.env().items():
         monkeypatch.setenv(key, value)
-    deployment = Deployment(tmp_path, postgres)
+    deployment = Deployment(tmp_path, database)
     try:
         yield deployment
     finally:

@@ -54,6 +54,7 @@ class Deployment:
     """The compose file's code server and daemon as processes, with their env and logs."""
 
     def __init__(self, tmp_path: Path, postgres: Postgres):
+        self.postgres = postgres
         self.home = tmp_path / "dagster_home"
         self.home.mkdir()
         shutil.copy(ROOT / "deploy" / "dagster.yaml", self.home / "dagster.yaml")
@@ -173,7 +174,7 @@ def _state(warehouse: Warehouse) -> dict[str, tuple[int | None, int]]:
     return {t: (warehouse.version(t), warehouse.read(t).height) for t in TABLES}
 
 
-def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_path):
+def test_nightly_runs_through_the_queue_on_postgres(deployment, tmp_path):
     made = {}
     for day in DAYS:
         summary = generate(
@@ -235,10 +236,10 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
 
     # what the instance stored, read from Postgres itself
     run_ids = both + again
-    runs = dict(postgres.query("SELECT run_id, status FROM runs"))
+    runs = dict(deployment.postgres.query("SELECT run_id, status FROM runs"))
     assert {runs[r] for r in run_ids} == {"SUCCESS"}
     events = pl.DataFrame(
-        postgres.query("SELECT run_id, dagster_event_type FROM event_logs WHERE run_id = ANY(%s)", run_ids),
+        deployment.postgres.query("SELECT run_id, dagster_event_type FROM event_logs WHERE run_id = ANY(%s)", run_ids),
         schema=["run_id", "event"],
         orient="row",
     )
@@ -250,11 +251,13 @@ def test_nightly_runs_through_the_queue_on_postgres(deployment, postgres, tmp_pa
         assert "ASSET_MATERIALIZATION" in kinds
     assert per_run.height == len(run_ids)
     # the daemon's scheduler keeps the state of each running schedule in schedule storage
-    bodies = [body for (body,) in postgres.query("SELECT instigator_body FROM instigators")]
+    bodies = [body for (body,) in deployment.postgres.query("SELECT instigator_body FROM instigators")]
     schedules = {name for body in bodies for name in re.findall(r'"job_name": ?"([^"]+)"', body)}
     assert {"nightly_schedule", "maintenance_schedule", "retention_sweep_schedule"} <= schedules, bodies[:1]
-    assert "warehouse" in {k for (k,) in postgres.query("SELECT DISTINCT concurrency_key FROM concurrency_slots")}
-    daemons = {t for (t,) in postgres.query("SELECT daemon_type FROM daemon_heartbeats")}
+    assert "warehouse" in {
+        k for (k,) in deployment.postgres.query("SELECT DISTINCT concurrency_key FROM concurrency_slots")
+    }
+    daemons = {t for (t,) in deployment.postgres.query("SELECT daemon_type FROM daemon_heartbeats")}
     assert {"QUEUED_RUN_COORDINATOR", "SCHEDULER", "MONITORING"} <= daemons
 
 
